@@ -1,0 +1,52 @@
+# libsdp: LD_PRELOAD sockets accelerator (SDP over software iWARP).
+#   make          build build/libsdp.so (the preload shim) and build/libsdp-engine.so (Go engine)
+#   make demo     real unmodified programs over SDP, compared with plain TCP
+#   make test     everything CI runs
+
+GO      ?= go
+CC      ?= gcc
+BUILD   := build
+CFLAGS  ?= -O2 -g
+SHIM_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -D_GNU_SOURCE
+# Go is in /usr/local/go/bin on a fresh machine; make works from a shell whose PATH lacks it.
+export PATH := $(PATH):/usr/local/go/bin
+
+GO_SRC  := $(shell find preload sdpcore iwarp -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+
+.PHONY: all demo test deps check gotest wirecheck fuzz clean
+
+all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so
+
+$(BUILD)/libsdp.so: shim.c shim.map preload/abi.h | $(BUILD)
+	$(CC) $(SHIM_CFLAGS) -shared -Wl,--version-script=shim.map -o $@ shim.c -ldl -lpthread
+
+$(BUILD)/libsdp-engine.so: $(GO_SRC) preload/abi.h | $(BUILD)
+	$(GO) build -buildmode=c-shared -o $@ ./preload
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+deps:
+	bash scripts/install-deps.sh
+
+demo: deps all
+	bash scripts/demo.sh
+
+check:
+	@test -z "$$(gofmt -l iwarp sdpcore preload tests)" || { gofmt -l iwarp sdpcore preload tests; echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	bash -n scripts/*.sh
+
+gotest: all
+	$(GO) test -race -count=1 ./...
+
+wirecheck: all
+	bash scripts/wirecheck.sh
+
+fuzz:
+	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
+
+test: deps all check gotest fuzz
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,377 @@
+package iwarp
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// A QP carries RDMAP messages over one kernel TCP socket in one process.
+//
+// Transmit: the caller posts messages; each is cut into DDP segments that fit
+// the MULPDU, framed into FPDUs (markers, pad, CRC) straight into the
+// transmit buffer, and written to the socket by Flush with MSG_DONTWAIT.
+// Nothing here blocks: a socket that cannot take more leaves bytes queued and
+// Flush reports unix.EAGAIN.
+//
+// Receive: Fill reads whatever the socket holds into a chunk buffer;
+// NextSegment deframes one FPDU in place (CRC checked before anything is
+// returned), parses its DDP/RDMAP headers and checks untagged sequencing
+// (MSN, MO, Last). The payload of a returned segment aliases the chunk; the
+// caller holds it until it calls Segment.Release, so a chunk is reused only
+// once nothing points into it.
+//
+// A QP is not safe for concurrent use; its owner serialises calls.
+type QP struct {
+	fd     int
+	tx     *TxFramer
+	rx     *RxDeframer
+	full   bool
+	mulpdu int
+
+	txbuf []byte
+	txoff int
+
+	cur      *RxChunk // chunk being filled and parsed
+	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
+	free     []*RxChunk
+	eof      bool
+
+	sendMSN [numQueues]uint32
+	recvMSN [numQueues]uint32
+	recvMO  [numQueues]uint32
+	inMsg   [numQueues]bool
+
+	scratch [][]byte
+	hdr     [DDPUntaggedHeaderLen]byte
+}
+
+const (
+	numQueues      = 3
+	rxChunkSize    = 256 << 10
+	rxMinRead      = 64 << 10
+	maxFreeChunks  = 4
+	maxULPDULength = 65535
+	txShrinkAbove  = 4 << 20
+)
+
+// ErrClosed reports that the peer closed its TCP stream.
+var ErrClosed = errors.New("iwarp: connection closed by peer")
+
+// NewQP returns a queue pair on the connected socket fd. It starts in the
+// MPA negotiation phase: raw bytes only, until StartFullOperation.
+func NewQP(fd int) *QP {
+	q := &QP{fd: fd}
+	for i := range q.sendMSN {
+		q.sendMSN[i] = 1
+		q.recvMSN[i] = 1
+	}
+	return q
+}
+
+// Fd returns the socket the QP uses.
+func (q *QP) Fd() int { return q.fd }
+
+// SetFd moves the QP to another descriptor of the same socket (a dup).
+func (q *QP) SetFd(fd int) { q.fd = fd }
+
+// WriteRaw queues bytes outside FPDU framing (MPA Request/Reply).
+func (q *QP) WriteRaw(b []byte) { q.txbuf = append(q.txbuf, b...) }
+
+// Raw returns the received bytes not yet consumed, for MPA negotiation.
+func (q *QP) Raw() []byte {
+	if q.cur == nil {
+		return nil
+	}
+	return q.cur.buf[q.rxr:q.rxw]
+}
+
+// ConsumeRaw drops n bytes from the front of Raw.
+func (q *QP) ConsumeRaw(n int) { q.rxr += n }
+
+// StartFullOperation switches both directions to FPDU framing. The marker
+// origin of each direction is the first octet after that direction's MPA
+// frame, which is exactly where framing starts now. mss is the connection's
+// TCP maximum segment size, from which the MULPDU follows.
+func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int) {
+	q.tx = NewTxFramer(txMarkers, crc, spacing)
+	q.rx = NewRxDeframer(rxMarkers, crc, spacing)
+	q.mulpdu = MULPDU(mss, txMarkers)
+	if q.mulpdu > maxULPDULength {
+		q.mulpdu = maxULPDULength
+	}
+	q.full = true
+}
+
+// MULPDU returns the largest ULPDU this QP puts into one FPDU.
+func (q *QP) MULPDU() int { return q.mulpdu }
+
+// TxStats and RxStats report the framing counters.
+func (q *QP) TxStats() TxStats {
+	if q.tx == nil {
+		return TxStats{}
+	}
+	return q.tx.Stats()
+}
+
+// RxStats reports the deframing counters.
+func (q *QP) RxStats() RxStats {
+	if q.rx == nil {
+		return RxStats{}
+	}
+	return q.rx.Stats()
+}
+
+// PostSend queues an untagged RDMAP message (Send family) on QN 0 whose
+// payload is the concatenation of parts.
+func (q *QP) PostSend(op Opcode, parts ...[]byte) {
+	q.postUntagged(op, 0, 0, parts)
+}
+
+func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) {
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	maxData := q.mulpdu - DDPUntaggedHeaderLen
+	msn := q.sendMSN[qn]
+	q.sendMSN[qn]++
+	mo := 0
+	pi, po := 0, 0 // position in parts
+	for {
+		n := total - mo
+		if n > maxData {
+			n = maxData
+		}
+		last := mo+n == total
+		EncodeUntaggedHeader(q.hdr[:], last, RDMAPCtrl(op), invSTag, qn, msn, uint32(mo))
+		seg := append(q.scratch[:0], q.hdr[:])
+		for need := n; need > 0; {
+			p := parts[pi][po:]
+			if len(p) > need {
+				p = p[:need]
+			}
+			if len(p) > 0 {
+				seg = append(seg, p)
+			}
+			need -= len(p)
+			po += len(p)
+			if po == len(parts[pi]) {
+				pi, po = pi+1, 0
+			}
+		}
+		q.txbuf = q.tx.AppendFPDU(q.txbuf, seg...)
+		for i := range seg {
+			seg[i] = nil
+		}
+		q.scratch = seg[:0]
+		mo += n
+		if last {
+			return
+		}
+	}
+}
+
+// TxPending returns the number of bytes queued but not yet written.
+func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
+
+// Flush writes queued bytes. It returns nil when all are written, unix.EAGAIN
+// when the socket is full, or the socket's error.
+func (q *QP) Flush() error {
+	for q.txoff < len(q.txbuf) {
+		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		q.txoff += n
+	}
+	if cap(q.txbuf) > txShrinkAbove {
+		q.txbuf = nil
+	} else {
+		q.txbuf = q.txbuf[:0]
+	}
+	q.txoff = 0
+	return nil
+}
+
+// RxChunk is a receive buffer shared by the segments parsed from it.
+type RxChunk struct {
+	buf  []byte
+	refs int
+	qp   *QP
+}
+
+func (q *QP) newChunk(size int) *RxChunk {
+	if size <= rxChunkSize {
+		if n := len(q.free); n > 0 {
+			c := q.free[n-1]
+			q.free = q.free[:n-1]
+			c.refs = 1
+			return c
+		}
+		size = rxChunkSize
+	}
+	return &RxChunk{buf: make([]byte, size), refs: 1, qp: q}
+}
+
+func (c *RxChunk) release() {
+	c.refs--
+	if c.refs == 0 && len(c.buf) == rxChunkSize && len(c.qp.free) < maxFreeChunks {
+		c.qp.free = append(c.qp.free, c)
+	}
+}
+
+// Buffered returns the number of received bytes not yet parsed.
+func (q *QP) Buffered() int { return q.rxw - q.rxr }
+
+// Fill reads what the socket holds without blocking. It returns the number of
+// bytes read, unix.EAGAIN when there was nothing, ErrClosed at end of stream,
+// or the socket's error.
+func (q *QP) Fill() (int, error) {
+	if q.eof {
+		return 0, ErrClosed
+	}
+	q.ensureRoom(rxMinRead)
+	for {
+		n, _, err := unix.Recvfrom(q.fd, q.cur.buf[q.rxw:], unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			q.eof = true
+			return 0, ErrClosed
+		}
+		q.rxw += n
+		return n, nil
+	}
+}
+
+// ensureRoom makes room for at least want more bytes after the unparsed ones,
+// moving them to a fresh chunk when the current one is short or shared.
+func (q *QP) ensureRoom(want int) {
+	if q.cur != nil && len(q.cur.buf)-q.rxw >= want {
+		return
+	}
+	pending := q.rxw - q.rxr
+	if q.cur != nil && q.cur.refs == 1 && pending == 0 {
+		q.rxr, q.rxw = 0, 0 // nothing points into it: reuse in place
+		if len(q.cur.buf) >= want {
+			return
+		}
+	}
+	need := pending + want
+	if need < maxULPDULength*2 {
+		need = maxULPDULength * 2
+	}
+	c := q.newChunk(need)
+	if q.cur != nil {
+		copy(c.buf, q.cur.buf[q.rxr:q.rxw])
+		q.cur.release()
+	}
+	q.cur, q.rxr, q.rxw = c, 0, pending
+}
+
+// Segment is one received DDP segment. Payload aliases a receive chunk that
+// stays valid until Release.
+type Segment struct {
+	DDPSegment
+	chunk *RxChunk
+}
+
+// Release gives the segment's bytes back to the QP. Call it exactly once.
+func (s *Segment) Release() {
+	if s.chunk != nil {
+		s.chunk.release()
+		s.chunk = nil
+	}
+}
+
+// NextSegment returns the next complete segment from the received bytes,
+// ErrNeedMore when a whole FPDU has not arrived yet, or the protocol fault.
+func (q *QP) NextSegment() (Segment, error) {
+	if q.cur == nil || q.rxr == q.rxw {
+		return Segment{}, ErrNeedMore
+	}
+	ulpdu, n, err := q.rx.Next(q.cur.buf[q.rxr:q.rxw])
+	if err != nil {
+		if err == ErrNeedMore {
+			// An FPDU larger than the room left: make room before the next read.
+			q.ensureRoom(rxMinRead)
+		}
+		return Segment{}, err
+	}
+	q.rxr += n
+	seg, err := ParseDDPSegment(ulpdu)
+	if err != nil {
+		return Segment{}, err
+	}
+	if !seg.Tagged {
+		if err := q.checkUntagged(&seg); err != nil {
+			return Segment{}, err
+		}
+	}
+	q.cur.refs++
+	return Segment{DDPSegment: seg, chunk: q.cur}, nil
+}
+
+// checkUntagged enforces RFC 5041 §5.3 ordering for untagged queues: MSN
+// advances by one per message, MO by the bytes of each segment.
+func (q *QP) checkUntagged(s *DDPSegment) error {
+	if s.QN >= numQueues {
+		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
+	}
+	qn := s.QN
+	if s.MSN != q.recvMSN[qn] {
+		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidMSN,
+			Msg: "DDP: QN " + utoa(qn) + " MSN " + utoa(s.MSN) + ", want " + utoa(q.recvMSN[qn])}
+	}
+	if s.MO != q.recvMO[qn] {
+		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidMO,
+			Msg: "DDP: MO " + utoa(s.MO) + ", want " + utoa(q.recvMO[qn])}
+	}
+	if s.Last {
+		q.recvMSN[qn]++
+		q.recvMO[qn] = 0
+	} else {
+		q.recvMO[qn] += uint32(len(s.Payload))
+	}
+	return nil
+}
+
+func utoa(v uint32) string {
+	var b [10]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// DDP Terminate error type and codes for untagged buffers (RFC 5040 §7.2).
+const (
+	qpUntaggedBufErr = 2
+	qpInvalidQN      = 1
+	qpInvalidMSN     = 3
+	qpInvalidMO      = 4
+)
+
+// Full reports whether the QP is in Full Operation (FPDU framing).
+func (q *QP) Full() bool { return q.full }
+
+// PostTerminate queues a Terminate message (RDMAP opcode 7 on QN 2) that
+// reports err to the peer.
+func (q *QP) PostTerminate(err *Error) {
+	var b [TerminateHeaderLen]byte
+	EncodeTerminate(b[:], TerminateFor(err))
+	q.postUntagged(OpTerminate, 2, 0, [][]byte{b[:]})
+}

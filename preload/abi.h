@@ -1,0 +1,65 @@
+/* The C ABI between the preload shim (shim.c, build/libsdp.so) and the Go
+ * engine (build/libsdp-engine.so, loaded with dlopen on first SDP use).
+ *
+ * Every call takes the application's descriptor, which is the connection's
+ * kernel socket. Calls never block: a result of -EAGAIN means "ask sdp_poll
+ * what to wait for". Results below zero are negated errno values, or
+ * -(SDP_FALLBACK + reason): the connecting side found no SDP peer and the
+ * engine has let go of the descriptor; the shim reconnects it over TCP. */
+#ifndef LIBSDP_ABI_H
+#define LIBSDP_ABI_H
+
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define SDP_ABI_VERSION 1
+
+#define SDP_FALLBACK 100000
+enum sdp_reason {
+	SDP_REASON_NONE = 0,
+	SDP_REASON_TIMEOUT = 1,    /* no MPA Request within SDP_CONNECT_TIMEOUT */
+	SDP_REASON_FOREIGN = 2,    /* the mapped port spoke something else */
+	SDP_REASON_VERSION = 3,    /* an SDP peer we cannot talk to */
+	SDP_REASON_REFUSED = 4,    /* nothing listens on the mapped port */
+	SDP_REASON_RULE = 5,       /* SDP_MODE or a rule says tcp */
+	SDP_REASON_PLAIN_PEER = 6, /* accepted on the application's own port */
+	SDP_REASON_AFTER_FORK = 7, /* the engine belongs to a parent process */
+	SDP_REASON_ENGINE = 8,     /* the engine could not be loaded */
+	SDP_REASON_CACHED = 9,     /* an earlier attempt to this peer fell back */
+	SDP_REASON_SDP_PORT = 10,  /* the mapped port could not be bound */
+	SDP_REASON_MAX
+};
+
+enum sdp_role { SDP_ROLE_ACTIVE = 0, SDP_ROLE_PASSIVE = 1 };
+
+struct sdp_engine_config {
+	int32_t abi_version;
+	int32_t log_fd;
+	int32_t log_level; /* 0 error, 1 warn, 2 info, 3 debug */
+	int32_t markers;
+	int32_t crc;
+	int32_t marker_spacing;
+	int32_t buf_size;
+	int32_t recv_bufs;
+	int32_t connect_timeout_ms;
+	char prog[64];
+};
+
+/* Function types the shim resolves with dlsym. */
+typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
+typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
+typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
+typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+/* Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait
+ * the kernel events to wait for on fd and in *timeout_ms how long at most
+ * (-1: no limit) before asking again. */
+typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms);
+typedef int (*sdp_shutdown_fn)(int fd, int how);
+typedef int (*sdp_close_fn)(int fd);
+/* Writes the engine's counters as "key=value ..." into buf. */
+typedef int (*sdp_stats_fn)(char *buf, int len);
+
+/* Flags for sdp_recvv. */
+#define SDP_RECV_PEEK 1
+
+#endif

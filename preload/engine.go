@@ -1,0 +1,267 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/sdpcore"
+)
+
+// The engine keeps one sdpcore.Conn per application descriptor.
+
+type engineConfig struct {
+	logFd, logLevel   int
+	prog              string
+	markers, crc      bool
+	spacing           int
+	bufSize, recvBufs int
+	connectMs         int
+}
+
+const (
+	levelError = iota
+	levelWarn
+	levelInfo
+	levelDebug
+)
+
+// Must match SDP_FALLBACK and enum sdp_reason in abi.h.
+const (
+	fallbackBase   = 100000
+	reasonTimeout  = 1
+	reasonForeign  = 2
+	reasonVersion  = 3
+	errnoEIOResult = int(unix.EIO)
+)
+
+var (
+	ecfg    engineConfig
+	coreCfg sdpcore.Config
+
+	mu    sync.RWMutex
+	conns = map[int]*sdpcore.Conn{}
+
+	// Totals of closed connections; live ones are added when reporting.
+	closedMu    sync.Mutex
+	closedStats totals
+)
+
+type totals struct {
+	sdpConns                       uint64
+	fpdusTx, fpdusRx               uint64
+	markersTx, markersRx           uint64
+	crcBytesRx, crcErrors          uint64
+	payloadTx, payloadRx           uint64
+	wireTx, wireRx                 uint64
+	creditUpdates, creditStalls    uint64
+	userCopiesTx, userCopiesRx     uint64
+	protoErrors, panics, fallbacks uint64
+}
+
+var panics, fallbacks, protoErrors atomic.Uint64
+
+func initEngine(c engineConfig) {
+	ecfg = c
+	coreCfg = sdpcore.DefaultConfig()
+	coreCfg.Markers, coreCfg.CRC = c.markers, c.crc
+	if c.spacing > 0 {
+		coreCfg.MarkerSpacing = c.spacing
+	}
+	if c.bufSize > 0 {
+		coreCfg.BufSize = c.bufSize
+	}
+	if c.recvBufs > 0 {
+		coreCfg.RecvBufs = c.recvBufs
+	}
+	if c.connectMs > 0 {
+		coreCfg.ConnectTimeout = time.Duration(c.connectMs) * time.Millisecond
+	}
+	coreCfg.Sanitize()
+	logf(levelDebug, "engine started: markers=%v crc=%v buf_size=%d recv_bufs=%d", coreCfg.Markers, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs)
+}
+
+func logf(level int, format string, args ...any) {
+	if level > ecfg.logLevel {
+		return
+	}
+	line := fmt.Sprintf("libsdp[%d]: "+format+"\n", append([]any{os.Getpid()}, args...)...)
+	fd := ecfg.logFd
+	if fd < 0 {
+		fd = 2
+	}
+	_, _ = unix.Write(fd, []byte(line))
+}
+
+func lookup(fd int) *sdpcore.Conn {
+	mu.RLock()
+	c := conns[fd]
+	mu.RUnlock()
+	return c
+}
+
+func attach(fd int, role sdpcore.Role, request []byte) int {
+	var c *sdpcore.Conn
+	if role == sdpcore.Passive {
+		var err error
+		c, err = sdpcore.NewPassive(fd, coreCfg, request)
+		if err != nil {
+			logf(levelError, "fd %d: %v", fd, err)
+			return -errnoEIOResult
+		}
+	} else {
+		c = sdpcore.NewActive(fd, coreCfg, time.Now())
+	}
+	mu.Lock()
+	old := conns[fd]
+	conns[fd] = c
+	mu.Unlock()
+	if old != nil {
+		logf(levelWarn, "fd %d was reused without close; dropping its old connection", fd)
+		account(old)
+	}
+	return 0
+}
+
+// detach removes fd's connection and adds its counters to the totals.
+func detach(fd int) *sdpcore.Conn {
+	mu.Lock()
+	c := conns[fd]
+	delete(conns, fd)
+	mu.Unlock()
+	if c != nil {
+		account(c)
+	}
+	return c
+}
+
+func account(c *sdpcore.Conn) {
+	closedMu.Lock()
+	addStats(&closedStats, c)
+	closedMu.Unlock()
+}
+
+func addStats(t *totals, c *sdpcore.Conn) {
+	s := c.Stats()
+	if s.Up {
+		t.sdpConns++
+	}
+	t.fpdusTx += s.Tx.FPDUs
+	t.fpdusRx += s.Rx.FPDUs
+	t.markersTx += s.Tx.Markers
+	t.markersRx += s.Rx.Markers
+	t.crcBytesRx += s.Rx.CRCBytes
+	t.crcErrors += s.Rx.CRCErrors
+	t.payloadTx += s.PayloadTx
+	t.payloadRx += s.PayloadRx
+	t.wireTx += s.Tx.Bytes
+	t.wireRx += s.Rx.Bytes
+	t.creditUpdates += s.CreditUpdates
+	t.creditStalls += s.CreditStalls
+	t.userCopiesTx += s.UserCopiesTx
+	t.userCopiesRx += s.UserCopiesRx
+}
+
+// result turns an sdpcore outcome into the ABI's integer.
+func result(fd int, c *sdpcore.Conn, n int, err error) int {
+	if err == nil {
+		return n
+	}
+	var fb *sdpcore.FallbackError
+	if errors.As(err, &fb) {
+		detach(fd)
+		fallbacks.Add(1)
+		logf(levelInfo, "fd %d: %v", fd, fb)
+		switch fb.Reason {
+		case "timeout":
+			return -(fallbackBase + reasonTimeout)
+		case "version":
+			return -(fallbackBase + reasonVersion)
+		}
+		return -(fallbackBase + reasonForeign)
+	}
+	var pe *sdpcore.ProtoError
+	if errors.As(err, &pe) {
+		logf(levelWarn, "fd %d: connection ended: %v", fd, pe)
+	}
+	en := sdpcore.Errno(err)
+	if en == 0 {
+		en = unix.EIO
+	}
+	return -int(en)
+}
+
+func closeConn(fd int) {
+	c := detach(fd)
+	if c == nil {
+		return
+	}
+	now := time.Now()
+	if c.Close(now) {
+		logConn(fd, c, "closed")
+		return
+	}
+	// The application's descriptor is about to be closed; keep the socket
+	// open on a descriptor of our own until the peer has seen everything.
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highFd())
+	if err != nil {
+		logf(levelWarn, "fd %d: cannot keep the socket for a clean close: %v", fd, err)
+		return
+	}
+	logConn(fd, c, "closing")
+	go c.Linger(dup, now.Add(coreCfg.Linger))
+}
+
+// highFd is where the engine puts descriptors of its own, away from the
+// low numbers applications use.
+func highFd() int {
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Cur > 256 {
+		return int(rl.Cur / 2)
+	}
+	return 100
+}
+
+func logConn(fd int, c *sdpcore.Conn, what string) {
+	if ecfg.logLevel < levelInfo {
+		return
+	}
+	s := c.Stats()
+	transport := "sdp"
+	if !s.Up {
+		transport = "sdp-unestablished"
+	}
+	logf(levelInfo, "fd %d %s transport=%s payload_tx=%d payload_rx=%d fpdus_tx=%d fpdus_rx=%d markers=%v crc=%v",
+		fd, what, transport, s.PayloadTx, s.PayloadRx, s.Tx.FPDUs, s.Rx.FPDUs, s.Markers, s.CRC)
+}
+
+func onPanic(fd int, r any) int {
+	panics.Add(1)
+	logf(levelError, "internal error on fd %d: %v\n%s", fd, r, strings.TrimSpace(string(debug.Stack())))
+	if fd >= 0 {
+		detach(fd)
+	}
+	return errnoEIOResult
+}
+
+func statsLine() string {
+	closedMu.Lock()
+	t := closedStats
+	closedMu.Unlock()
+	mu.RLock()
+	for _, c := range conns {
+		addStats(&t, c)
+	}
+	mu.RUnlock()
+	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d fallbacks=%d panics=%d",
+		t.sdpConns, t.fpdusTx, t.fpdusRx, t.markersTx, t.markersRx, t.crcBytesRx, t.crcErrors,
+		t.payloadTx, t.payloadRx, t.wireTx, t.wireRx, t.creditUpdates, t.creditStalls,
+		t.userCopiesTx, t.userCopiesRx, fallbacks.Load(), panics.Load())
+}

@@ -1,0 +1,161 @@
+// Command preload is the libsdp engine: a Go c-shared library that the
+// preload shim (shim.c) loads on first SDP use. This file holds every
+// function the shim calls; they take and return plain integers and never
+// hand Go pointers to C. A panic inside becomes a connection error.
+package main
+
+/*
+#include <stdint.h>
+#include "abi.h"
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/sdpcore"
+)
+
+func main() {}
+
+//export sdp_engine_init
+func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
+	defer guard(-1, &rc)
+	if cfg == nil || cfg.abi_version != C.SDP_ABI_VERSION {
+		return -C.int(unix.EINVAL)
+	}
+	initEngine(engineConfig{
+		logFd:     int(cfg.log_fd),
+		logLevel:  int(cfg.log_level),
+		prog:      C.GoString(&cfg.prog[0]),
+		markers:   cfg.markers != 0,
+		crc:       cfg.crc != 0,
+		spacing:   int(cfg.marker_spacing),
+		bufSize:   int(cfg.buf_size),
+		recvBufs:  int(cfg.recv_bufs),
+		connectMs: int(cfg.connect_timeout_ms),
+	})
+	return 0
+}
+
+//export sdp_attach
+func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
+	defer guard(int(fd), &rc)
+	var request []byte
+	if req != nil && reqLen > 0 {
+		request = C.GoBytes(unsafe.Pointer(req), reqLen)
+	}
+	return C.int(attach(int(fd), sdpcore.Role(role), request))
+}
+
+//export sdp_sendv
+func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int64_t(unix.EBADF)
+	}
+	n, err := c.Send(iovecs(iov, cnt), time.Now())
+	return C.int64_t(result(int(fd), c, n, err))
+}
+
+//export sdp_recvv
+func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int64_t(unix.EBADF)
+	}
+	var f sdpcore.RecvFlags
+	if flags&C.SDP_RECV_PEEK != 0 {
+		f |= sdpcore.RecvPeek
+	}
+	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
+	return C.int64_t(result(int(fd), c, n, err))
+}
+
+//export sdp_poll
+func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int) (rc C.int) {
+	defer guard(int(fd), &rc)
+	*wait, *timeoutMs = 0, -1
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int(unix.EBADF)
+	}
+	now := time.Now()
+	ready, w, deadline, err := c.Poll(sdpcore.Events(want), now)
+	if err != nil {
+		return C.int(result(int(fd), c, 0, err))
+	}
+	*wait = C.int(w)
+	if !deadline.IsZero() {
+		ms := deadline.Sub(now).Milliseconds() + 1
+		if ms < 0 {
+			ms = 0
+		}
+		*timeoutMs = C.int(ms)
+	}
+	return C.int(ready)
+}
+
+//export sdp_shutdown
+func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
+	defer guard(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int(unix.EBADF)
+	}
+	err := c.Shutdown(how == unix.SHUT_RD || how == unix.SHUT_RDWR, how == unix.SHUT_WR || how == unix.SHUT_RDWR, time.Now())
+	return C.int(result(int(fd), c, 0, err))
+}
+
+//export sdp_close
+func sdp_close(fd C.int) (rc C.int) {
+	defer guard(int(fd), &rc)
+	closeConn(int(fd))
+	return 0
+}
+
+//export sdp_stats
+func sdp_stats(buf *C.char, n C.int) (rc C.int) {
+	defer guard(-1, &rc)
+	if buf == nil || n <= 0 {
+		return 0
+	}
+	s := statsLine()
+	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	k := copy(dst[:len(dst)-1], s)
+	dst[k] = 0
+	return C.int(k)
+}
+
+// iovecs views the caller's iovec array as Go slices of C memory.
+func iovecs(iov *C.struct_iovec, cnt C.int) [][]byte {
+	if iov == nil || cnt <= 0 {
+		return nil
+	}
+	vs := unsafe.Slice(iov, int(cnt))
+	out := make([][]byte, 0, len(vs))
+	for _, v := range vs {
+		if v.iov_len > 0 && v.iov_base != nil {
+			out = append(out, unsafe.Slice((*byte)(v.iov_base), int(v.iov_len)))
+		}
+	}
+	return out
+}
+
+// guard turns a panic into an error for the call (and the connection).
+func guard(fd int, rc *C.int) {
+	if r := recover(); r != nil {
+		*rc = -C.int(onPanic(fd, r))
+	}
+}
+
+func guard64(fd int, rc *C.int64_t) {
+	if r := recover(); r != nil {
+		*rc = -C.int64_t(onPanic(fd, r))
+	}
+}

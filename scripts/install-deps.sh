@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Installs what building, demonstrating and testing libsdp needs on a Debian machine:
+# curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
+# and the Go modules named in go.mod. Idempotent and non-interactive: when everything is
+# present it only checks and returns. Go itself must already be installed (/usr/local/go).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
+
+# command or file that proves a package is present  →  Debian package that provides it
+declare -A need=(
+	[curl]=curl
+	[/usr/bin/python3]=python3
+	[tshark]=tshark
+	[tcpdump]=tcpdump
+	[sha256sum]=coreutils
+	[gcc]=gcc
+	[/usr/include/stdio.h]=libc6-dev
+	[make]=make
+	[ss]=iproute2
+	[debconf-set-selections]=debconf
+)
+
+missing=()
+for probe in "${!need[@]}"; do
+	if [[ $probe == /* ]]; then
+		[[ -e $probe ]] && continue
+	else
+		PATH=$PATH:/usr/sbin:/sbin command -v "$probe" >/dev/null 2>&1 && continue
+	fi
+	missing+=("${need[$probe]}")
+done
+
+if ((${#missing[@]} > 0)); then
+	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+	if [[ $(id -u) -ne 0 ]]; then
+		if command -v sudo >/dev/null 2>&1; then
+			sudo=(sudo -n)
+		else
+			die "missing packages (${missing[*]}) and not root: install them, then re-run"
+		fi
+	else
+		sudo=()
+	fi
+	info "installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt_opts=(-y -q --no-install-recommends
+		-o DPkg::Lock::Timeout=300
+		-o Dpkg::Options::=--force-confdef
+		-o Dpkg::Options::=--force-confold)
+
+	# Keep services from starting while packages install (invoke-rc.d asks policy-rc.d).
+	created_policy=0
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+		"${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d
+		created_policy=1
+	fi
+	remove_policy() {
+		if ((created_policy)); then
+			"${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+		fi
+	}
+	trap remove_policy EXIT
+
+	# Captures run as root: answer wireshark-common's question (setuid dumpcap) with no.
+	echo 'wireshark-common wireshark-common/install-setuid boolean false' |
+		"${sudo[@]}" debconf-set-selections
+
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 update
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install "${apt_opts[@]}" "${missing[@]}"
+	remove_policy
+	trap - EXIT
+fi
+
+# Go: the toolchain is not a Debian package here (Debian's is older than go.mod asks for).
+use_go
+goversion=$(go env GOVERSION)
+info "using $goversion ($(command -v go))"
+
+# Go modules: a no-op when the module cache already holds them.
+cd "$LIBSDP_ROOT"
+go mod download
+if ((${#missing[@]} == 0)); then
+	info "all dependencies present"
+fi

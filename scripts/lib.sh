@@ -1,0 +1,164 @@
+# shellcheck shell=bash
+# Shell helpers shared by the scripts in this directory. Source it; do not run it.
+#
+# Every wait here is bounded, and every process started through start_bg is stopped by
+# stop_all (the scripts call it from their EXIT trap).
+
+LIBSDP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LIBSDP_SO=$LIBSDP_ROOT/build/libsdp.so
+LIBSDP_ENGINE=$LIBSDP_ROOT/build/libsdp-engine.so
+PYTHON=/usr/bin/python3
+SCRIPT_NAME=$(basename "$0" .sh)
+
+info() { printf '%s: %s\n' "$SCRIPT_NAME" "$*"; }
+warn() { printf '%s: warning: %s\n' "$SCRIPT_NAME" "$*" >&2; }
+die() {
+	printf '%s: error: %s\n' "$SCRIPT_NAME" "$*" >&2
+	exit 1
+}
+
+# use_go puts Go on PATH (it lives in /usr/local/go/bin on a fresh machine) or fails.
+use_go() {
+	if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+		PATH=/usr/local/go/bin:$PATH
+		export PATH
+	fi
+	command -v go >/dev/null 2>&1 ||
+		die "go not found (looked in PATH and /usr/local/go/bin): install Go (version in go.mod)"
+}
+
+# require_build fails unless both shared objects exist.
+require_build() {
+	[[ -f $LIBSDP_SO && -f $LIBSDP_ENGINE ]] ||
+		die "build/libsdp.so or build/libsdp-engine.so is missing: run 'make' first"
+}
+
+# require_cmd NAME... fails unless every command exists.
+require_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || die "$c not found: run 'make deps' first"
+	done
+}
+
+# sdp_port P prints the TCP port of the SDP listener for application port P:
+# P + SDP_PORT_OFFSET (default 20000), wrapped into 1024..65535.
+sdp_port() {
+	local off=${SDP_PORT_OFFSET:-20000} span=$((65536 - 1024))
+	echo $(((($1 - 1024 + off) % span + span) % span + 1024))
+}
+
+# free_port prints a port P, chosen by the kernel, such that P and its SDP port P+offset
+# (without wrapping) are both free on 127.0.0.1 right now.
+free_port() {
+	env -u LD_PRELOAD "$PYTHON" - "${SDP_PORT_OFFSET:-20000}" <<'EOF'
+import socket, sys
+off = int(sys.argv[1])
+for _ in range(500):
+    a = socket.socket()
+    a.bind(("127.0.0.1", 0))
+    p = a.getsockname()[1]
+    if 1024 <= p + off <= 65535:
+        b = socket.socket()
+        try:
+            b.bind(("127.0.0.1", p + off))
+        except OSError:
+            b.close(); a.close(); continue
+        b.close(); a.close()
+        print(p)
+        sys.exit(0)
+    a.close()
+sys.exit("no free port pair found")
+EOF
+}
+
+# listening PORT succeeds when some socket listens on TCP port PORT.
+listening() {
+	[[ -n $(ss -Hltn "( sport = :$1 )" 2>/dev/null) ]]
+}
+
+# wait_listen PID SECONDS PORT... waits until every PORT has a listener; fails early if
+# PID exits, and after SECONDS.
+wait_listen() {
+	local pid=$1 secs=$2 port
+	shift 2
+	local deadline=$((SECONDS + secs))
+	for port in "$@"; do
+		until listening "$port"; do
+			kill -0 "$pid" 2>/dev/null || die "process $pid exited before listening on port $port"
+			((SECONDS < deadline)) || die "nothing listens on port $port after ${secs}s"
+			sleep 0.05
+		done
+	done
+}
+
+BG_PIDS=()
+
+# start_bg OUTFILE [VAR=VALUE...] CMD... starts CMD in the background, output to OUTFILE, with
+# SIGINT at its default (a non-interactive shell would otherwise start it ignored) and without
+# an inherited LD_PRELOAD (pass LD_PRELOAD=... to preload); sets BG_PID.
+start_bg() {
+	local out=$1
+	shift
+	env -u LD_PRELOAD --default-signal=INT "$@" >"$out" 2>&1 </dev/null &
+	BG_PID=$!
+	BG_PIDS+=("$BG_PID")
+}
+
+# stop_proc PID [SECONDS]: SIGINT (python then exits normally and atexit handlers run),
+# wait up to SECONDS (default 10), then SIGKILL.
+stop_proc() {
+	local pid=$1 secs=${2:-10}
+	kill -0 "$pid" 2>/dev/null || {
+		wait "$pid" 2>/dev/null || true
+		return 0
+	}
+	kill -INT "$pid" 2>/dev/null || true
+	local deadline=$((SECONDS + secs))
+	while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		warn "process $pid still running ${secs}s after SIGINT: killing it"
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+# stop_all stops every process started with start_bg.
+stop_all() {
+	local pid
+	for pid in "${BG_PIDS[@]}"; do
+		stop_proc "$pid" 5
+	done
+	BG_PIDS=()
+}
+
+# stats_line FILE... prints the last libsdp stats line found in the files (or nothing).
+stats_line() {
+	cat "$@" 2>/dev/null | grep -a 'libsdp: stats ' | tail -n 1 || true
+}
+
+# stat_get LINE KEY prints the value of KEY in a stats line, or nothing.
+stat_get() {
+	local kv
+	for kv in $1; do
+		if [[ $kv == "$2="* ]]; then
+			echo "${kv#*=}"
+			return 0
+		fi
+	done
+}
+
+# stat_num LINE KEY prints the value of KEY as a number, -1 when it is absent.
+stat_num() {
+	local v
+	v=$(stat_get "$1" "$2")
+	[[ $v =~ ^[0-9]+$ ]] || v=-1
+	echo "$v"
+}
+
+# sha FILE prints the SHA-256 of FILE.
+sha() {
+	sha256sum "$1" | cut -d' ' -f1
+}

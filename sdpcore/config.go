@@ -1,0 +1,58 @@
+package sdpcore
+
+import "time"
+
+// Limits on the receive buffers a peer may announce and we may configure.
+const (
+	maxRecvBufSz = 1 << 20
+	maxRecvBufs  = 1024
+)
+
+// Config holds the per-process settings a connection starts from.
+type Config struct {
+	Markers        bool          // we require markers in FPDUs sent to us
+	CRC            bool          // we ask for CRC32c in both directions
+	MarkerSpacing  int           // 512 unless experimenting
+	BufSize        int           // size of each receive buffer, BSDH included
+	RecvBufs       int           // receive buffers posted: credits granted to the peer
+	ConnectTimeout time.Duration // how long the connecting side waits for the MPA Request
+	TxBacklog      int           // bytes framed but not yet taken by the kernel before senders wait
+	Linger         time.Duration // how long a closed connection keeps flushing and draining
+}
+
+// DefaultConfig returns the defaults the documentation lists.
+func DefaultConfig() Config {
+	return Config{
+		Markers:        true,
+		CRC:            true,
+		MarkerSpacing:  512,
+		BufSize:        64 << 10,
+		RecvBufs:       16,
+		ConnectTimeout: 2 * time.Second,
+		TxBacklog:      256 << 10,
+		Linger:         60 * time.Second,
+	}
+}
+
+// Sanitize clamps values into ranges the protocol supports.
+func (c *Config) Sanitize() {
+	d := DefaultConfig()
+	if c.MarkerSpacing <= 0 {
+		c.MarkerSpacing = d.MarkerSpacing
+	}
+	if c.BufSize < minRecvBufSz || c.BufSize > maxRecvBufSz {
+		c.BufSize = d.BufSize
+	}
+	if c.RecvBufs < minRecvBufs || c.RecvBufs > maxRecvBufs {
+		c.RecvBufs = d.RecvBufs
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.TxBacklog <= 0 {
+		c.TxBacklog = d.TxBacklog
+	}
+	if c.Linger <= 0 {
+		c.Linger = d.Linger
+	}
+}

@@ -1,0 +1,531 @@
+package sdpcore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/iwarp"
+)
+
+// Role says which end of the TCP connection a Conn is. The accepting side
+// (Passive) is the MPA initiator: it sends the MPA Request carrying Hello
+// as soon as it accepts. The connecting side (Active) sends nothing until it
+// has validated that Request, then answers with the MPA Reply (HelloAck).
+type Role uint8
+
+// Roles.
+const (
+	Active Role = iota
+	Passive
+)
+
+type state uint8
+
+const (
+	stAwaitRequest state = iota // active: TCP up, waiting for the MPA Request
+	stAwaitReply                // passive: Request sent, waiting for the Reply
+	stAwaitFirst                // active: Reply sent, may not send before an FPDU arrives
+	stEstablished
+	stFailed
+)
+
+// Events are poll(2) event bits.
+type Events = int16
+
+// Poll event bits used by Conn.Poll.
+const (
+	EvIn    Events = unix.POLLIN
+	EvOut   Events = unix.POLLOUT
+	EvErr   Events = unix.POLLERR
+	EvHup   Events = unix.POLLHUP
+	EvRdHup Events = 0x2000 // POLLRDHUP
+)
+
+// ErrWouldBlock says the operation cannot proceed now; Poll tells what to
+// wait for.
+var ErrWouldBlock = unix.EAGAIN
+
+// FallbackError says the connecting side found no SDP peer on the mapped
+// port before any application byte was exchanged: the caller should use
+// plain TCP to the application's port instead.
+type FallbackError struct{ Reason, Detail string }
+
+func (e *FallbackError) Error() string { return "sdp: fall back to TCP: " + e.Reason + ": " + e.Detail }
+
+// Stats counts what one connection carried.
+type Stats struct {
+	PayloadTx, PayloadRx   uint64 // application bytes
+	MsgsTx, MsgsRx         uint64 // SDP messages
+	CreditUpdates          uint64 // messages sent only to return credits
+	CreditStalls           uint64 // sends that found no credit
+	UserCopiesTx           uint64 // payload bytes copied in user space, per direction
+	UserCopiesRx           uint64
+	Tx                     iwarp.TxStats
+	Rx                     iwarp.RxStats
+	Markers, CRC, RxMarker bool
+	Up                     bool // Hello/HelloAck done and the first FPDU passed
+}
+
+// Conn is one SDP connection over one kernel TCP socket.
+type Conn struct {
+	mu   sync.Mutex
+	cfg  Config
+	role Role
+	st   state
+	err  error // why the connection failed (unix.Errno for the application)
+	fb   *FallbackError
+
+	qp       *iwarp.QP
+	deadline time.Time // end of the handshake wait
+	request  []byte    // passive: the MPA Request we sent
+
+	// Credits (SDP buffer-copy flow control). Our messages carry MSeq 1, 2…;
+	// the peer grants peerBufs buffers as of our message peerAck.
+	mseq, peerAck uint32
+	peerBufs      int
+	peerBufSize   int
+	recvSeq       uint32 // MSeq of the last message received
+	bufs          int    // receive buffers we offer in all
+	bufSize       int
+	posted        int // of them, free now
+	advBufs       int // Bufs and MSeqAck carried by our last message
+	advAck        uint32
+
+	// Receive: payload pieces in arrival order.
+	rq      []piece
+	rqHead  int
+	rqBytes int
+	inMsg   bool // inside a multi-segment message
+	inData  bool // … which is a Data message
+	msgLeft int  // bytes of it still to come
+	msgHeld bool // it holds a buffer until its payload is read
+
+	wrShut   bool // DisConn queued (shutdown SHUT_WR or close)
+	disSent  bool
+	peerDis  bool // DisConn received: end of stream after rq
+	closed   bool // the application closed its descriptor
+	eof      bool // kernel stream ended
+	parts    [][]byte
+	hdr      [BSDHLen]byte
+	stats    Stats
+	lastWait time.Time
+}
+
+type piece struct {
+	data []byte
+	seg  iwarp.Segment
+	last bool // last piece of a Data message that holds a buffer
+}
+
+// NewActive starts the connecting side on a socket whose TCP connection to
+// the SDP port is established.
+func NewActive(fd int, cfg Config, now time.Time) *Conn {
+	cfg.Sanitize()
+	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd)}
+	c.deadline = now.Add(cfg.ConnectTimeout)
+	return c
+}
+
+// NewPassive starts the accepting side of a connection whose MPA Request
+// (with our Hello) has already been written to the socket.
+func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
+	cfg.Sanitize()
+	req, n, err := iwarp.ParseMPAFrame(request, false)
+	if err != nil || n != len(request) {
+		return nil, fmt.Errorf("sdp: our own MPA Request does not parse: %v", err)
+	}
+	h, err := ParseHello(req.PrivateData)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd)}
+	c.request = append([]byte(nil), request...)
+	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
+	c.posted, c.advBufs = c.bufs, c.bufs
+	return c, nil
+}
+
+// AppendRequest appends the MPA Request with our Hello that the accepting
+// side sends first. The shim writes the same bytes from C; this is the
+// reference encoder.
+func AppendRequest(dst []byte, cfg Config, h *Hello) []byte {
+	pd := AppendHello(nil, h)
+	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: pd})
+}
+
+// Fd returns the socket descriptor the connection uses.
+func (c *Conn) Fd() int { return c.qp.Fd() }
+
+// Stats returns the connection's counters.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Tx, s.Rx = c.qp.TxStats(), c.qp.RxStats()
+	return s
+}
+
+// Established reports whether Hello and HelloAck have been exchanged.
+func (c *Conn) Established() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st == stEstablished
+}
+
+func (c *Conn) fail(err error) {
+	if c.st == stFailed {
+		return
+	}
+	c.st = stFailed
+	c.err = err
+}
+
+// failProto ends the connection after a protocol fault of the peer: a
+// Terminate is queued (best effort) and the application sees EIO.
+func (c *Conn) failProto(err error) {
+	var ie *iwarp.Error
+	if errors.As(err, &ie) && c.qp.Full() {
+		c.qp.PostTerminate(ie)
+		_ = c.qp.Flush()
+	}
+	c.fail(&ProtoError{Err: err})
+}
+
+// ProtoError is a connection failure caused by what the peer sent.
+type ProtoError struct{ Err error }
+
+func (e *ProtoError) Error() string { return e.Err.Error() }
+func (e *ProtoError) Unwrap() error { return e.Err }
+
+// Errno maps a connection failure to the errno the application sees.
+func Errno(err error) unix.Errno {
+	var en unix.Errno
+	var pe *ProtoError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &pe):
+		return unix.EIO
+	case errors.As(err, &en):
+		return en
+	}
+	return unix.EIO
+}
+
+// Err returns why the connection failed, or nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *Conn) credits() int { return c.peerBufs - int(c.mseq-c.peerAck) }
+
+// progress moves the connection as far as it can without blocking: it
+// writes queued bytes, reads and handles what has arrived, and drives the
+// MPA/Hello exchange.
+func (c *Conn) progress(now time.Time) {
+	if c.st == stFailed || c.fb != nil {
+		return
+	}
+	if err := c.flush(); err != nil {
+		return
+	}
+	for c.st != stFailed && c.fb == nil {
+		switch c.st {
+		case stAwaitRequest:
+			if c.onRequest(now) {
+				continue
+			}
+		case stAwaitReply:
+			if c.onReply() {
+				continue
+			}
+		default:
+			seg, err := c.qp.NextSegment()
+			if err == nil {
+				c.onSegment(seg)
+				continue
+			}
+			if err != iwarp.ErrNeedMore {
+				c.failProto(err)
+				return
+			}
+		}
+		if c.st == stFailed || c.fb != nil {
+			return
+		}
+		if !c.fill() {
+			break
+		}
+	}
+	_ = c.flush()
+}
+
+// fill reads from the socket; false when nothing more can be read now.
+func (c *Conn) fill() bool {
+	_, err := c.qp.Fill()
+	switch {
+	case err == nil:
+		return true
+	case err == unix.EAGAIN:
+		return false
+	case err == iwarp.ErrClosed:
+		c.onEOF()
+		return false
+	default:
+		c.fail(err)
+		return false
+	}
+}
+
+// onEOF handles the end of the kernel stream. Without DisConn it still
+// reads as end of stream, as TCP shows a peer that exited; a stream cut
+// inside a message is a fault.
+func (c *Conn) onEOF() {
+	c.eof = true
+	switch {
+	case c.st == stAwaitRequest:
+		c.fb = &FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"}
+	case c.qp.Buffered() > 0 || c.inMsg:
+		c.fail(&ProtoError{Err: errors.New("sdp: stream ended inside a message")})
+	}
+}
+
+func (c *Conn) flush() error {
+	if c.qp.TxPending() == 0 {
+		return nil
+	}
+	err := c.qp.Flush()
+	if err != nil && err != unix.EAGAIN {
+		if err == unix.EPIPE {
+			err = unix.ECONNRESET
+		}
+		c.fail(err)
+	}
+	return err
+}
+
+// onRequest handles the MPA Request on the connecting side. It returns true
+// when it consumed it.
+func (c *Conn) onRequest(now time.Time) bool {
+	raw := c.qp.Raw()
+	req, n, err := iwarp.ParseMPAFrame(raw, false)
+	if err == iwarp.ErrNeedMore {
+		if !now.Before(c.deadline) {
+			c.fb = &FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()}
+		}
+		return false
+	}
+	if err != nil {
+		c.fb = &FallbackError{Reason: "foreign", Detail: err.Error()}
+		return false
+	}
+	h, err := ParseHello(req.PrivateData)
+	if err != nil {
+		c.fb = &FallbackError{Reason: "version", Detail: err.Error()}
+		return false
+	}
+	c.qp.ConsumeRaw(n)
+	c.bufs, c.bufSize = c.cfg.RecvBufs, c.cfg.BufSize
+	c.posted, c.advBufs = c.bufs, c.bufs
+	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.LocalRcvSz)
+	ack := AppendHelloAck(nil, &HelloAck{Bufs: uint16(c.bufs), IPVersion: h.IPVersion, ActRcvSz: uint32(c.bufSize)})
+	c.qp.WriteRaw(iwarp.AppendMPAFrame(nil, &iwarp.MPAFrame{Reply: true, Markers: c.cfg.Markers, CRC: c.cfg.CRC, Rev: 1, PrivateData: ack}))
+	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
+	c.qp.StartFullOperation(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
+	c.st = stAwaitFirst
+	_ = c.flush()
+	return true
+}
+
+// onReply handles the MPA Reply on the accepting side and sends the first
+// FPDU at once, since the responder may not send before it has one.
+func (c *Conn) onReply() bool {
+	rep, n, err := iwarp.ParseMPAFrame(c.qp.Raw(), true)
+	if err == iwarp.ErrNeedMore {
+		return false
+	}
+	if err != nil {
+		c.fail(&ProtoError{Err: err})
+		return false
+	}
+	if rep.Reject {
+		c.fail(unix.ECONNREFUSED)
+		return false
+	}
+	h, err := ParseHelloAck(rep.PrivateData)
+	if err != nil {
+		c.fail(&ProtoError{Err: err})
+		return false
+	}
+	c.qp.ConsumeRaw(n)
+	req, _, _ := iwarp.ParseMPAFrame(c.request, false)
+	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
+	crc := req.CRC || rep.CRC
+	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
+	c.qp.StartFullOperation(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
+	c.st, c.stats.Up = stEstablished, true
+	c.sendControl(MIDData) // the first FPDU: an empty Data message, a credit update
+	return true
+}
+
+func (c *Conn) mss() int {
+	mss, err := unix.GetsockoptInt(c.qp.Fd(), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil || mss < 536 {
+		return 1460
+	}
+	return mss
+}
+
+// sendControl queues a message without payload (credit update, DisConn,
+// AbortConn). It uses one credit.
+func (c *Conn) sendControl(mid MID) {
+	c.mseq++
+	c.advBufs, c.advAck = c.posted, c.recvSeq
+	EncodeBSDH(c.hdr[:], BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: BSDHLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
+	c.qp.PostSend(iwarp.OpSend, c.hdr[:])
+	c.stats.MsgsTx++
+	if mid == MIDData {
+		c.stats.CreditUpdates++
+	}
+}
+
+// onSegment handles one received DDP segment.
+func (c *Conn) onSegment(seg iwarp.Segment) {
+	switch {
+	case seg.Tagged:
+		seg.Release()
+		c.failProto(&iwarp.Error{Layer: iwarp.LayerDDP, Type: 1, Code: 0, Msg: "DDP: tagged segment but no buffer is registered"})
+		return
+	case seg.QN == 2: // Terminate from the peer
+		seg.Release()
+		c.fail(unix.ECONNRESET)
+		return
+	case seg.QN != 0 || (seg.Opcode() != iwarp.OpSend && seg.Opcode() != iwarp.OpSendSE):
+		seg.Release()
+		c.failProto(&iwarp.Error{Layer: iwarp.LayerRDMAP, Type: 2, Code: 2, Msg: "RDMAP: unexpected opcode " + seg.Opcode().String()})
+		return
+	}
+	if c.st == stAwaitFirst {
+		c.st, c.stats.Up = stEstablished, true
+	}
+	payload := seg.Payload
+	if seg.MO == 0 {
+		if len(payload) < BSDHLen {
+			seg.Release()
+			c.failProto(errors.New("sdp: message shorter than its BSDH"))
+			return
+		}
+		if err := c.onHeader(BSDH(payload), len(payload)); err != nil {
+			seg.Release()
+			c.failProto(err)
+			return
+		}
+		payload = payload[BSDHLen:]
+		c.msgLeft -= BSDHLen
+	}
+	c.msgLeft -= len(payload)
+	if c.msgLeft < 0 || (seg.Last && c.msgLeft != 0) {
+		seg.Release()
+		c.failProto(fmt.Errorf("sdp: message length does not match its BSDH (%d bytes off)", -c.msgLeft))
+		return
+	}
+	if seg.Last {
+		c.inMsg = false
+	}
+	if !c.inData || len(payload) == 0 || c.closed {
+		if c.inData && len(payload) > 0 && c.closed {
+			c.abort() // data for a descriptor the application closed: as TCP, reset
+		}
+		if seg.Last && c.msgHeld {
+			c.msgHeld = false
+			c.posted++
+		}
+		seg.Release()
+		return
+	}
+	c.stats.PayloadRx += uint64(len(payload))
+	last := seg.Last && c.msgHeld
+	if last {
+		c.msgHeld = false
+	}
+	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last})
+	c.rqBytes += len(payload)
+}
+
+// onHeader checks a message's BSDH and takes the credits it carries.
+func (c *Conn) onHeader(h BSDH, first int) error {
+	if c.inMsg {
+		return errors.New("sdp: new message before the last one ended")
+	}
+	if h.MSeq() != c.recvSeq+1 {
+		return fmt.Errorf("sdp: MSeq %d, want %d", h.MSeq(), c.recvSeq+1)
+	}
+	if int32(h.MSeqAck()-c.peerAck) < 0 || int32(c.mseq-h.MSeqAck()) < 0 {
+		return fmt.Errorf("sdp: MSeqAck %d outside [%d, %d]", h.MSeqAck(), c.peerAck, c.mseq)
+	}
+	if int(h.Len()) < BSDHLen || int(h.Len()) > c.bufSize {
+		return fmt.Errorf("sdp: %v of %d bytes does not fit our %d-byte receive buffers", h.MID(), h.Len(), c.bufSize)
+	}
+	if c.posted == 0 {
+		return errors.New("sdp: peer sent beyond the credits we granted")
+	}
+	c.recvSeq = h.MSeq()
+	c.peerAck, c.peerBufs = h.MSeqAck(), int(h.Bufs())
+	c.stats.MsgsRx++
+	c.inMsg, c.msgLeft, c.msgHeld = true, int(h.Len()), true
+	c.posted--
+	c.inData = false
+	switch h.MID() {
+	case MIDData:
+		c.inData = true
+	case MIDDisConn:
+		c.peerDis = true
+	case MIDAbortConn:
+		c.fail(unix.ECONNRESET)
+	default:
+		return fmt.Errorf("sdp: unexpected %v message", h.MID())
+	}
+	if h.Flags()&(FlagOOBPres|FlagOOBPend) != 0 {
+		return errors.New("sdp: urgent data is not supported by this peer")
+	}
+	return nil
+}
+
+func (c *Conn) releaseQueue() {
+	for i := c.rqHead; i < len(c.rq); i++ {
+		c.rq[i].seg.Release()
+		c.rq[i] = piece{}
+	}
+	c.rq, c.rqHead, c.rqBytes = c.rq[:0], 0, 0
+}
+
+// maybeReturnCredits sends a credit update when the peer's view of our free
+// buffers has fallen well behind what we have.
+func (c *Conn) maybeReturnCredits() {
+	if c.st != stEstablished || c.disSent || c.credits() < 1 {
+		return
+	}
+	peerView := c.advBufs - int(c.recvSeq-c.advAck)
+	gain := c.posted - peerView
+	half := c.bufs / 2
+	if half < 1 {
+		half = 1
+	}
+	if gain >= half || (peerView < 2 && c.posted >= 2) {
+		c.sendControl(MIDData)
+	}
+}
+
+// queueDisConn sends DisConn once nothing else waits before it.
+func (c *Conn) queueDisConn() {
+	if c.wrShut && !c.disSent && c.st == stEstablished && c.credits() >= 1 {
+		c.sendControl(MIDDisConn)
+		c.disSent = true
+	}
+}

@@ -1,0 +1,155 @@
+package sdpcore
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Hello and HelloAck open an SDP connection. Over iWARP they ride in the
+// private data of the MPA Request (Hello, sent by the accepting side, which
+// is the MPA initiator) and of the MPA Reply (HelloAck). Their BSDH carries
+// MSeq 0 and, in Bufs, the receive buffers the sender has posted: the
+// credits the peer starts with.
+
+// Protocol version carried in Hello/HelloAck (MajV:4 MinV:4).
+const (
+	Version      = 0x11
+	HHLen        = 48
+	HAHLen       = 8
+	HelloLen     = BSDHLen + HHLen
+	HelloAckLen  = BSDHLen + HAHLen
+	minRecvBufs  = 2
+	minRecvBufSz = BSDHLen + 1024
+)
+
+// Hello is the content of an SDP Hello message (BSDH + Hello Header).
+type Hello struct {
+	Bufs        uint16 // initial credits granted to the peer
+	MaxAdverts  uint8
+	IPVersion   uint8 // 4 or 6
+	Cap         uint8
+	DesRemRcvSz uint32   // receive buffer size wished for the peer
+	LocalRcvSz  uint32   // our receive buffer size, BSDH included
+	LocalPort   uint16   // the application's port
+	SrcIP       [16]byte // IPv4 in the last 4 bytes
+	DstIP       [16]byte
+}
+
+// AppendHello appends the Hello message to dst.
+func AppendHello(dst []byte, h *Hello) []byte {
+	off := len(dst)
+	dst = append(dst, make([]byte, HelloLen)...)
+	b := dst[off:]
+	EncodeBSDH(b, BSDHFields{MID: MIDHello, Bufs: h.Bufs, Len: HelloLen})
+	hh := b[BSDHLen:]
+	hh[0] = Version
+	hh[1] = h.IPVersion<<4 | h.Cap&0x0f
+	hh[3] = h.MaxAdverts
+	binary.BigEndian.PutUint32(hh[4:], h.DesRemRcvSz)
+	binary.BigEndian.PutUint32(hh[8:], h.LocalRcvSz)
+	binary.BigEndian.PutUint16(hh[12:], h.LocalPort)
+	copy(hh[16:32], h.SrcIP[:])
+	copy(hh[32:48], h.DstIP[:])
+	return dst
+}
+
+// ParseHello parses a Hello message at the start of pd (MPA Request private
+// data) and checks what this implementation needs from it.
+func ParseHello(pd []byte) (Hello, error) {
+	var h Hello
+	if err := checkHead(pd, MIDHello, HelloLen); err != nil {
+		return h, err
+	}
+	b := BSDH(pd)
+	hh := pd[BSDHLen:]
+	if hh[0]>>4 != Version>>4 {
+		return h, fmt.Errorf("sdp: Hello version %d.%d, want %d.x", hh[0]>>4, hh[0]&0xf, Version>>4)
+	}
+	h.Bufs = b.Bufs()
+	h.IPVersion = hh[1] >> 4
+	h.Cap = hh[1] & 0x0f
+	h.MaxAdverts = hh[3]
+	h.DesRemRcvSz = binary.BigEndian.Uint32(hh[4:])
+	h.LocalRcvSz = binary.BigEndian.Uint32(hh[8:])
+	h.LocalPort = binary.BigEndian.Uint16(hh[12:])
+	copy(h.SrcIP[:], hh[16:32])
+	copy(h.DstIP[:], hh[32:48])
+	if h.IPVersion != 4 && h.IPVersion != 6 {
+		return h, fmt.Errorf("sdp: Hello IP version %d", h.IPVersion)
+	}
+	if err := checkBuffers(h.Bufs, h.LocalRcvSz); err != nil {
+		return h, fmt.Errorf("sdp: Hello: %w", err)
+	}
+	return h, nil
+}
+
+// HelloAck is the content of an SDP HelloAck message (BSDH + HAH).
+type HelloAck struct {
+	Bufs       uint16
+	MaxAdverts uint8
+	IPVersion  uint8
+	Cap        uint8
+	ActRcvSz   uint32 // our receive buffer size, BSDH included
+}
+
+// AppendHelloAck appends the HelloAck message to dst.
+func AppendHelloAck(dst []byte, h *HelloAck) []byte {
+	off := len(dst)
+	dst = append(dst, make([]byte, HelloAckLen)...)
+	b := dst[off:]
+	EncodeBSDH(b, BSDHFields{MID: MIDHelloAck, Bufs: h.Bufs, Len: HelloAckLen})
+	ha := b[BSDHLen:]
+	ha[0] = Version
+	ha[1] = h.IPVersion<<4 | h.Cap&0x0f
+	ha[3] = h.MaxAdverts
+	binary.BigEndian.PutUint32(ha[4:], h.ActRcvSz)
+	return dst
+}
+
+// ParseHelloAck parses a HelloAck at the start of pd (MPA Reply private data).
+func ParseHelloAck(pd []byte) (HelloAck, error) {
+	var h HelloAck
+	if err := checkHead(pd, MIDHelloAck, HelloAckLen); err != nil {
+		return h, err
+	}
+	ha := pd[BSDHLen:]
+	if ha[0]>>4 != Version>>4 {
+		return h, fmt.Errorf("sdp: HelloAck version %d.%d, want %d.x", ha[0]>>4, ha[0]&0xf, Version>>4)
+	}
+	h.Bufs = BSDH(pd).Bufs()
+	h.IPVersion = ha[1] >> 4
+	h.Cap = ha[1] & 0x0f
+	h.MaxAdverts = ha[3]
+	h.ActRcvSz = binary.BigEndian.Uint32(ha[4:])
+	if err := checkBuffers(h.Bufs, h.ActRcvSz); err != nil {
+		return h, fmt.Errorf("sdp: HelloAck: %w", err)
+	}
+	return h, nil
+}
+
+func checkHead(pd []byte, mid MID, n int) error {
+	if len(pd) < n {
+		return fmt.Errorf("sdp: %v of %d bytes, want at least %d", mid, len(pd), n)
+	}
+	b := BSDH(pd)
+	if b.MID() != mid {
+		return fmt.Errorf("sdp: got %v where %v was expected", b.MID(), mid)
+	}
+	if b.Len() < uint32(n) || b.Len() > uint32(len(pd)) {
+		return fmt.Errorf("sdp: %v length field %d does not fit %d bytes of private data", mid, b.Len(), len(pd))
+	}
+	if b.MSeq() != 0 {
+		return fmt.Errorf("sdp: %v with MSeq %d, want 0", mid, b.MSeq())
+	}
+	return nil
+}
+
+func checkBuffers(bufs uint16, size uint32) error {
+	if bufs < minRecvBufs {
+		return fmt.Errorf("%d receive buffers, need at least %d", bufs, minRecvBufs)
+	}
+	if size < minRecvBufSz || size > maxRecvBufSz {
+		return fmt.Errorf("receive buffer size %d outside [%d, %d]", size, minRecvBufSz, maxRecvBufSz)
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package sdpcore
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/iwarp"
+)
+
+// Send path: the caller's bytes are cut into Data messages no larger than
+// the peer's receive buffers; each message is framed straight into the QP's
+// transmit buffer (the one user-space copy) and written by the caller's
+// thread. A message needs a credit and one credit is always kept back for
+// credit updates, so two peers that both only send cannot starve each
+// other's updates. When credits or the kernel's buffer run out, Send returns
+// what it took; nothing is taken that is not already framed.
+
+// Send takes bytes from bufs. It returns how many it took, ErrWouldBlock,
+// a *FallbackError, or the connection's error.
+func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st != stEstablished {
+		c.progress(now)
+	}
+	if err := c.sendable(); err != nil {
+		return 0, err
+	}
+	_ = c.flush()
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	sent := 0
+	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
+		if c.credits() < 2 {
+			c.progress(now)
+			if c.credits() < 2 || c.st != stEstablished {
+				c.stats.CreditStalls++
+				break
+			}
+		}
+		n := total - sent
+		if max := c.peerBufSize - BSDHLen; n > max {
+			n = max
+		}
+		c.mseq++
+		c.advBufs, c.advAck = c.posted, c.recvSeq
+		EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
+		c.parts = gather(append(c.parts[:0], c.hdr[:]), bufs, sent, n)
+		c.qp.PostSend(iwarp.OpSend, c.parts...)
+		clear(c.parts)
+		c.stats.MsgsTx++
+		c.stats.PayloadTx += uint64(n)
+		c.stats.UserCopiesTx += uint64(n)
+		sent += n
+		if c.qp.TxPending() >= c.cfg.TxBacklog/2 {
+			_ = c.flush()
+		}
+	}
+	_ = c.flush()
+	if sent == 0 {
+		if c.st == stFailed {
+			return 0, errnoOf(c.err)
+		}
+		if total == 0 {
+			return 0, nil
+		}
+		return 0, ErrWouldBlock
+	}
+	return sent, nil
+}
+
+func (c *Conn) sendable() error {
+	switch {
+	case c.fb != nil:
+		return c.fb
+	case c.st == stFailed:
+		return errnoOf(c.err)
+	case c.wrShut || c.eof:
+		return unix.EPIPE
+	case c.st != stEstablished:
+		return ErrWouldBlock
+	}
+	return nil
+}
+
+func errnoOf(err error) error { return Errno(err) }
+
+// gather appends to dst the slices of bufs that cover n bytes from offset off.
+func gather(dst [][]byte, bufs [][]byte, off, n int) [][]byte {
+	for _, b := range bufs {
+		if n == 0 {
+			break
+		}
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		b = b[off:]
+		off = 0
+		if len(b) > n {
+			b = b[:n]
+		}
+		dst = append(dst, b)
+		n -= len(b)
+	}
+	return dst
+}
+
+// RecvFlags select recv(2) behaviour.
+type RecvFlags uint8
+
+// Receive flags.
+const (
+	RecvPeek RecvFlags = 1 << iota
+)
+
+// Recv copies received bytes into bufs. It returns the count, 0 at end of
+// stream, ErrWouldBlock, a *FallbackError, or the connection's error.
+func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rqBytes == 0 {
+		c.progress(now)
+	}
+	if c.fb != nil {
+		return 0, c.fb
+	}
+	if c.rqBytes > 0 {
+		n := c.copyOut(bufs, flags&RecvPeek != 0)
+		if flags&RecvPeek == 0 {
+			c.stats.UserCopiesRx += uint64(n)
+			c.maybeReturnCredits()
+			c.queueDisConn()
+			_ = c.flush()
+		}
+		return n, nil
+	}
+	if c.st == stFailed {
+		return 0, errnoOf(c.err)
+	}
+	if c.peerDis || c.eof {
+		return 0, nil
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	return 0, ErrWouldBlock
+}
+
+// copyOut copies queued payload into bufs, consuming it unless peek.
+func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
+	n := 0
+	i, off := c.rqHead, 0
+	for _, b := range bufs {
+		for len(b) > 0 && i < len(c.rq) {
+			p := &c.rq[i]
+			k := copy(b, p.data[off:])
+			b = b[k:]
+			n += k
+			off += k
+			if off == len(p.data) {
+				i, off = i+1, 0
+			}
+		}
+	}
+	if peek {
+		return n
+	}
+	for j := c.rqHead; j < i; j++ {
+		p := &c.rq[j]
+		if p.last {
+			c.posted++
+		}
+		p.seg.Release()
+		c.rq[j] = piece{}
+	}
+	c.rqHead = i
+	if off > 0 {
+		c.rq[i].data = c.rq[i].data[off:]
+	}
+	c.rqBytes -= n
+	if c.rqHead == len(c.rq) {
+		c.rq, c.rqHead = c.rq[:0], 0
+	} else if c.rqHead > 64 && c.rqHead*2 > len(c.rq) {
+		m := copy(c.rq, c.rq[c.rqHead:])
+		clear(c.rq[m:])
+		c.rq, c.rqHead = c.rq[:m], 0
+	}
+	return n
+}
+
+// Poll reports which of want are ready for the application, and otherwise
+// what to wait for on the kernel socket (wait) and until when (deadline,
+// zero for none) before calling Poll again. A *FallbackError means the
+// caller should switch to plain TCP.
+func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline time.Time, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.progress(now)
+	if c.fb != nil {
+		return 0, 0, time.Time{}, c.fb
+	}
+	if c.st == stFailed {
+		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, nil
+	}
+	if c.rqBytes > 0 || c.peerDis || c.eof {
+		ready |= EvIn
+	}
+	if c.peerDis || c.eof {
+		ready |= EvRdHup
+	}
+	if c.eof || (c.peerDis && c.disSent) {
+		ready |= EvHup
+	}
+	if c.st == stEstablished && !c.wrShut && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
+		ready |= EvOut
+	} else if c.wrShut || c.eof {
+		ready |= EvOut // a write will fail at once, as on TCP
+	}
+	ready &= want | EvHup
+	if want&EvIn != 0 && ready&EvIn == 0 {
+		wait |= EvIn
+	}
+	if want&EvOut != 0 && ready&EvOut == 0 {
+		if c.qp.TxPending() >= c.cfg.TxBacklog {
+			wait |= EvOut
+		} else {
+			wait |= EvIn // handshake or credits: both arrive as input
+		}
+	}
+	if c.qp.TxPending() > 0 {
+		wait |= EvOut // queued bytes must not wait for the next call
+	}
+	if c.st == stAwaitRequest {
+		deadline = c.deadline
+	}
+	return ready, wait, deadline, nil
+}
+
+// Shutdown ends one or both directions. Shutting down writing sends DisConn
+// after everything queued; the connection still receives.
+func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fb != nil {
+		return c.fb
+	}
+	if wr {
+		c.wrShut = true
+		c.progress(now)
+		c.queueDisConn()
+		_ = c.flush()
+	}
+	return nil
+}
+
+// Close is called when the application closes its descriptor. It returns
+// true when the connection is finished; otherwise the caller keeps a
+// duplicate of the socket and runs Linger on it.
+func (c *Conn) Close(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.st != stEstablished || c.fb != nil {
+		c.releaseQueue()
+		return true
+	}
+	if c.rqBytes > 0 {
+		c.abort() // unread data: TCP resets the connection
+		c.releaseQueue()
+		return true
+	}
+	c.wrShut = true
+	c.progress(now)
+	c.queueDisConn()
+	_ = c.flush()
+	return c.finished()
+}
+
+func (c *Conn) finished() bool {
+	return c.st == stFailed || c.fb != nil || c.eof ||
+		(c.disSent && c.qp.TxPending() == 0 && c.peerDis)
+}
+
+// abort sends AbortConn (best effort) and fails the connection.
+func (c *Conn) abort() {
+	if c.st == stEstablished && c.credits() >= 1 {
+		c.sendControl(MIDAbortConn)
+		_ = c.flush()
+	}
+	c.fail(unix.ECONNRESET)
+}
+
+// Linger finishes a closed connection on fd, a duplicate of its socket: it
+// sends what is queued and DisConn, and waits for the peer's DisConn so that
+// the peer's last credit updates never meet a closed socket (which would
+// reset the connection and lose data the peer has not read yet). It closes
+// fd when done or at until.
+func (c *Conn) Linger(fd int, until time.Time) {
+	defer unix.Close(fd)
+	c.mu.Lock()
+	c.qp.SetFd(fd)
+	c.mu.Unlock()
+	for {
+		now := time.Now()
+		c.mu.Lock()
+		c.progress(now)
+		c.queueDisConn()
+		_ = c.flush()
+		done := c.finished()
+		var ev int16 = unix.POLLIN
+		if c.qp.TxPending() > 0 {
+			ev |= unix.POLLOUT
+		}
+		c.releaseQueue()
+		c.mu.Unlock()
+		if done || !now.Before(until) {
+			return
+		}
+		ms := int(until.Sub(now) / time.Millisecond)
+		if ms > 1000 {
+			ms = 1000
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
+		_, _ = unix.Poll(pfd, ms+1)
+	}
+}

@@ -1,0 +1,1666 @@
+/* libsdp.so: the LD_PRELOAD shim.
+ *
+ * Every hook starts with the cheap test "is this descriptor one of ours?"
+ * (a table look-up) and otherwise calls the real libc function. Ours are the
+ * AF_INET/AF_INET6 stream sockets; of those, only connections that reach an
+ * SDP peer are handed to the Go engine (build/libsdp-engine.so), which is
+ * loaded with dlopen the first time a process does I/O on one. Listening,
+ * accepting and connecting are plain kernel calls made here, so a server
+ * that forks after listen() or accept() never carries a Go runtime across
+ * fork (see docs/PROTOCOL.md and DESIGN.md decision 1).
+ *
+ * Finding the peer: an application listener on port P gets a second, hidden
+ * listener on the mapped SDP port (P + SDP_PORT_OFFSET, wrapped into
+ * 1024..65535). A connect() to P goes first to the mapped port: refused, a
+ * foreign banner or silence falls back to plain TCP on P. On an SDP port
+ * the accepting side writes the MPA Request (with the SDP Hello) at once and
+ * the connecting side answers only after validating it.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- the real libc functions ------------------------------------------ */
+
+static struct {
+	int (*socket)(int, int, int);
+	int (*bind)(int, const struct sockaddr *, socklen_t);
+	int (*listen)(int, int);
+	int (*accept)(int, struct sockaddr *, socklen_t *);
+	int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+	int (*connect)(int, const struct sockaddr *, socklen_t);
+	ssize_t (*read)(int, void *, size_t);
+	ssize_t (*write)(int, const void *, size_t);
+	ssize_t (*readv)(int, const struct iovec *, int);
+	ssize_t (*writev)(int, const struct iovec *, int);
+	ssize_t (*recv)(int, void *, size_t, int);
+	ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+	ssize_t (*recvmsg)(int, struct msghdr *, int);
+	ssize_t (*send)(int, const void *, size_t, int);
+	ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+	ssize_t (*sendmsg)(int, const struct msghdr *, int);
+	int (*close)(int);
+	int (*shutdown)(int, int);
+	int (*getsockname)(int, struct sockaddr *, socklen_t *);
+	int (*getpeername)(int, struct sockaddr *, socklen_t *);
+	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*poll)(struct pollfd *, nfds_t, int);
+	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+} real;
+
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+#define RESOLVE(name) real.name = dlsym(RTLD_NEXT, #name)
+static void resolve_real(void)
+{
+	RESOLVE(socket); RESOLVE(bind); RESOLVE(listen); RESOLVE(accept);
+	RESOLVE(accept4); RESOLVE(connect); RESOLVE(read); RESOLVE(write);
+	RESOLVE(readv); RESOLVE(writev); RESOLVE(recv); RESOLVE(recvfrom);
+	RESOLVE(recvmsg); RESOLVE(send); RESOLVE(sendto); RESOLVE(sendmsg);
+	RESOLVE(close); RESOLVE(shutdown); RESOLVE(getsockname);
+	RESOLVE(getpeername); RESOLVE(getsockopt); RESOLVE(dup2); RESOLVE(dup3);
+	RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select); RESOLVE(pselect);
+}
+
+static inline void need_real(void)
+{
+	if (__builtin_expect(real.close == NULL, 0))
+		pthread_once(&real_once, resolve_real);
+}
+
+/* ---- configuration (environment, read once) ---------------------------- */
+
+enum { MODE_BOTH, MODE_SDP, MODE_TCP };
+
+static struct {
+	int mode;
+	int port_offset;
+	int connect_timeout_ms;
+	int markers, crc, marker_spacing;
+	int buf_size, recv_bufs;
+	int log_level;
+	int log_fd;
+	int stats;
+} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0 };
+
+static void logmsg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logmsg(int level, const char *fmt, ...)
+{
+	if (level > cfg.log_level)
+		return;
+	char buf[512];
+	int n = snprintf(buf, sizeof buf, "libsdp[%d]: ", (int)getpid());
+	va_list ap;
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof buf - 2)
+		n = sizeof buf - 2;
+	buf[n++] = '\n';
+	need_real();
+	ssize_t w = real.write(cfg.log_fd, buf, n);
+	(void)w;
+}
+
+static int env_int(const char *name, int def, int min, int max)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max) {
+		logmsg(0, "%s=%s is not a number in [%d, %d]; using %d", name, s, min, max, def);
+		return def;
+	}
+	return (int)v;
+}
+
+static int env_bool(const char *name, int def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	if (!strcmp(s, "1") || !strcasecmp(s, "on") || !strcasecmp(s, "yes") || !strcasecmp(s, "true"))
+		return 1;
+	if (!strcmp(s, "0") || !strcasecmp(s, "off") || !strcasecmp(s, "no") || !strcasecmp(s, "false"))
+		return 0;
+	logmsg(0, "%s=%s is not 0 or 1; using %d", name, s, def);
+	return def;
+}
+
+static void open_log(void)
+{
+	const char *path = getenv("SDP_LOG_FILE");
+	if (!path || !*path)
+		return;
+	char buf[PATH_MAX];
+	size_t o = 0;
+	for (const char *p = path; *p && o < sizeof buf - 16; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			o += snprintf(buf + o, sizeof buf - o, "%d", (int)getpid());
+			p++;
+		} else {
+			buf[o++] = *p;
+		}
+	}
+	buf[o] = 0;
+	int fd = open(buf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		logmsg(0, "cannot open SDP_LOG_FILE %s: %s; logging to stderr", buf, strerror(errno));
+		return;
+	}
+	/* Keep the log away from the low descriptors applications use. */
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+	if (hi >= 0) {
+		need_real();
+		real.close(fd);
+		fd = hi;
+	}
+	cfg.log_fd = fd;
+}
+
+static void read_config(void)
+{
+	const char *lv = getenv("SDP_LOG_LEVEL");
+	if (lv && *lv) {
+		static const char *names[] = { "error", "warn", "info", "debug" };
+		int found = -1;
+		for (int i = 0; i < 4; i++)
+			if (!strcasecmp(lv, names[i]))
+				found = i;
+		if (found < 0 && lv[0] >= '0' && lv[0] <= '3' && !lv[1])
+			found = lv[0] - '0';
+		if (found < 0)
+			logmsg(0, "SDP_LOG_LEVEL=%s is not error|warn|info|debug; using warn", lv);
+		else
+			cfg.log_level = found;
+	}
+	open_log();
+	const char *m = getenv("SDP_MODE");
+	if (m && *m) {
+		if (!strcasecmp(m, "both"))
+			cfg.mode = MODE_BOTH;
+		else if (!strcasecmp(m, "sdp"))
+			cfg.mode = MODE_SDP;
+		else if (!strcasecmp(m, "tcp"))
+			cfg.mode = MODE_TCP;
+		else
+			logmsg(0, "SDP_MODE=%s is not sdp|tcp|both; using both", m);
+	}
+	cfg.port_offset = env_int("SDP_PORT_OFFSET", cfg.port_offset, 1, 64511);
+	cfg.connect_timeout_ms = env_int("SDP_CONNECT_TIMEOUT", cfg.connect_timeout_ms, 1, 600000);
+	cfg.markers = env_bool("SDP_MARKERS", cfg.markers);
+	cfg.crc = env_bool("SDP_CRC", cfg.crc);
+	cfg.marker_spacing = env_int("SDP_MARKER_SPACING", cfg.marker_spacing, 64, 65532);
+	if (cfg.marker_spacing % 4) {
+		logmsg(0, "SDP_MARKER_SPACING=%d is not a multiple of 4; using 512", cfg.marker_spacing);
+		cfg.marker_spacing = 512;
+	}
+	cfg.buf_size = env_int("SDP_BUF_SIZE", cfg.buf_size, 1040, 1 << 20);
+	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 2, 1024);
+	cfg.stats = env_bool("SDP_STATS", 0);
+}
+
+/* ---- the descriptor table --------------------------------------------- */
+
+enum kind {
+	K_NONE = 0,   /* not ours */
+	K_CAND,       /* an AF_INET/6 stream socket, nothing decided yet */
+	K_TCP,        /* plain TCP, decided (reason says why) */
+	K_LISTEN,     /* a listener with a hidden SDP listener */
+	K_CONNECTING, /* non-blocking connect to the mapped SDP port in progress */
+	K_ACTIVE,     /* connected to an SDP port; engine not attached yet */
+	K_PASSIVE,    /* accepted on an SDP port, MPA Request sent; not attached */
+	K_SDP,        /* the engine has it */
+};
+
+#define REQ_MAX 128
+
+struct fdent {
+	_Atomic int kind;
+	int family;
+	int hidden;           /* K_LISTEN: the SDP listener */
+	int reason;           /* K_TCP: enum sdp_reason */
+	int passive;          /* accepted (getsockname shows app_port) */
+	uint16_t app_port;    /* the port the application sees */
+	pid_t engine_pid;     /* K_SDP: process whose engine owns it */
+	struct sockaddr_storage dst; /* connect: the application's address */
+	socklen_t dstlen;
+	struct sockaddr_storage bound; /* bind: to repeat on a fresh socket */
+	socklen_t boundlen;
+	int reqlen;
+	uint8_t req[REQ_MAX];
+};
+
+#define FD_MAX 65536
+static struct fdent *_Atomic fdtab[FD_MAX];
+static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ours returns the entry of fd when it is one of our sockets. */
+static inline struct fdent *ours(int fd)
+{
+	if ((unsigned)fd >= FD_MAX)
+		return NULL;
+	struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
+	if (!e || atomic_load_explicit(&e->kind, memory_order_relaxed) == K_NONE)
+		return NULL;
+	return e;
+}
+
+/* Entries are never freed, only reset, so a racing reader never sees freed
+ * memory. */
+static struct fdent *entry_new(int fd, int kind, int family)
+{
+	if ((unsigned)fd >= FD_MAX)
+		return NULL;
+	struct fdent *e = atomic_load(&fdtab[fd]);
+	if (!e) {
+		pthread_mutex_lock(&tab_mu);
+		e = atomic_load(&fdtab[fd]);
+		if (!e) {
+			e = calloc(1, sizeof *e);
+			if (e)
+				atomic_store(&fdtab[fd], e);
+		}
+		pthread_mutex_unlock(&tab_mu);
+		if (!e)
+			return NULL;
+	}
+	atomic_store(&e->kind, K_NONE);
+	e->family = family;
+	e->hidden = -1;
+	e->reason = 0;
+	e->passive = 0;
+	e->app_port = 0;
+	e->engine_pid = 0;
+	e->dstlen = 0;
+	e->boundlen = 0;
+	e->reqlen = 0;
+	atomic_store_explicit(&e->kind, kind, memory_order_release);
+	return e;
+}
+
+static void entry_reset(int fd)
+{
+	if ((unsigned)fd >= FD_MAX)
+		return;
+	struct fdent *e = atomic_load(&fdtab[fd]);
+	if (e)
+		atomic_store(&e->kind, K_NONE);
+}
+
+/* ---- counters ------------------------------------------------------------ */
+
+static _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX];
+
+static const char *reason_name(int r)
+{
+	static const char *names[] = {
+		"none", "timeout", "foreign", "version", "refused", "rule",
+		"plain-peer", "after-fork", "engine-unavailable", "cached", "sdp-port-busy",
+	};
+	return (r >= 0 && r < SDP_REASON_MAX) ? names[r] : "unknown";
+}
+
+static void fmt_addr(const struct sockaddr *sa, char *out, size_t n)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+	int port = 0;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)sa;
+		inet_ntop(AF_INET, &s->sin_addr, ip, sizeof ip);
+		port = ntohs(s->sin_port);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const void *)sa;
+		inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof ip);
+		port = ntohs(s->sin6_port);
+	}
+	snprintf(out, n, "%s:%d", ip, port);
+}
+
+/* mark_tcp records that fd's connection runs over plain TCP, and why. */
+static void mark_tcp(int fd, struct fdent *e, int reason)
+{
+	atomic_store(&e->kind, K_TCP);
+	e->reason = reason;
+	atomic_fetch_add(&n_tcp_conns, 1);
+	atomic_fetch_add(&n_reasons[reason], 1);
+	if (cfg.log_level >= 2) {
+		char a[80] = "";
+		if (e->dstlen)
+			fmt_addr((struct sockaddr *)&e->dst, a, sizeof a);
+		logmsg(2, "fd %d transport=tcp reason=%s %s", fd, reason_name(reason), a);
+	}
+}
+
+/* ---- the engine ------------------------------------------------------ */
+
+static struct {
+	sdp_engine_init_fn init;
+	sdp_attach_fn attach;
+	sdp_sendv_fn sendv;
+	sdp_recvv_fn recvv;
+	sdp_poll_fn poll;
+	sdp_shutdown_fn shutdown;
+	sdp_close_fn close;
+	sdp_stats_fn stats;
+} eng;
+
+static pid_t engine_pid;   /* process that loaded the engine, 0: none */
+static int engine_failed;
+static pthread_mutex_t engine_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int engine_path(char *out, size_t n)
+{
+	const char *env = getenv("SDP_ENGINE");
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return 0;
+	}
+	Dl_info info;
+	if (!dladdr((void *)engine_path, &info) || !info.dli_fname)
+		return -1;
+	const char *slash = strrchr(info.dli_fname, '/');
+	if (!slash)
+		snprintf(out, n, "./libsdp-engine.so");
+	else
+		snprintf(out, n, "%.*s/libsdp-engine.so", (int)(slash - info.dli_fname), info.dli_fname);
+	return 0;
+}
+
+/* engine_usable says whether this process may use SDP: a process whose
+ * parent loaded the engine inherits a Go runtime that did not survive fork. */
+static inline int engine_usable(void)
+{
+	return !engine_failed && (engine_pid == 0 || engine_pid == getpid());
+}
+
+static int load_engine(void)
+{
+	if (engine_pid == getpid())
+		return 0;
+	if (!engine_usable())
+		return -1;
+	pthread_mutex_lock(&engine_mu);
+	int rc = 0;
+	if (engine_pid != getpid()) {
+		char path[PATH_MAX];
+		void *h = NULL;
+		if (engine_path(path, sizeof path) == 0)
+			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (h) {
+			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
+			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
+			eng.sendv = (sdp_sendv_fn)dlsym(h, "sdp_sendv");
+			eng.recvv = (sdp_recvv_fn)dlsym(h, "sdp_recvv");
+			eng.poll = (sdp_poll_fn)dlsym(h, "sdp_poll");
+			eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
+			eng.close = (sdp_close_fn)dlsym(h, "sdp_close");
+			eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
+		}
+		struct sdp_engine_config ec = {
+			.abi_version = SDP_ABI_VERSION,
+			.log_fd = cfg.log_fd,
+			.log_level = cfg.log_level,
+			.markers = cfg.markers,
+			.crc = cfg.crc,
+			.marker_spacing = cfg.marker_spacing,
+			.buf_size = cfg.buf_size,
+			.recv_bufs = cfg.recv_bufs,
+			.connect_timeout_ms = cfg.connect_timeout_ms,
+		};
+		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
+		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
+		    !eng.shutdown || !eng.close || !eng.stats || eng.init(&ec) != 0) {
+			logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
+			engine_failed = 1;
+			rc = -1;
+		} else {
+			engine_pid = getpid();
+		}
+	}
+	pthread_mutex_unlock(&engine_mu);
+	return rc;
+}
+
+/* ---- addresses and ports ------------------------------------------------ */
+
+static int sa_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return -1;
+}
+
+static void sa_set_port(struct sockaddr *sa, int port)
+{
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+	else if (sa->sa_family == AF_INET6)
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+}
+
+/* sdp_port maps an application port to its SDP port, wrapped into
+ * 1024..65535 so that ephemeral listeners have one too. */
+static int sdp_port(int port)
+{
+	int span = 65536 - 1024;
+	return ((port - 1024 + cfg.port_offset) % span + span) % span + 1024;
+}
+
+static void ip16(const struct sockaddr *sa, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (sa->sa_family == AF_INET)
+		memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else if (sa->sa_family == AF_INET6)
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
+static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
+
+/* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
+ * §7.1; layout in docs/PROTOCOL.md). sdpcore.AppendRequest is the reference
+ * encoder and the engine parses these exact bytes back. */
+static int build_request(uint8_t *b, int fd, uint16_t app_port)
+{
+	struct sockaddr_storage l, p;
+	socklen_t ll = sizeof l, pl = sizeof p;
+	memset(&l, 0, sizeof l);
+	memset(&p, 0, sizeof p);
+	real.getsockname(fd, (struct sockaddr *)&l, &ll);
+	real.getpeername(fd, (struct sockaddr *)&p, &pl);
+	const int pdlen = 16 + 48;
+	memset(b, 0, 20 + pdlen);
+	memcpy(b, "MPA ID Req Frame", 16);
+	b[16] = (cfg.markers ? 0x80 : 0) | (cfg.crc ? 0x40 : 0);
+	b[17] = 1;
+	put16(b + 18, pdlen);
+	uint8_t *bsdh = b + 20, *hh = b + 36;
+	bsdh[0] = 0x00; /* Hello */
+	put16(bsdh + 2, cfg.recv_bufs);
+	put32(bsdh + 4, pdlen);
+	int v6 = l.ss_family == AF_INET6 &&
+		 !IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&l)->sin6_addr);
+	hh[0] = 0x11;
+	hh[1] = (v6 ? 6 : 4) << 4;
+	hh[3] = 1;
+	put32(hh + 4, cfg.buf_size);
+	put32(hh + 8, cfg.buf_size);
+	put16(hh + 12, app_port);
+	ip16((struct sockaddr *)&l, hh + 16);
+	ip16((struct sockaddr *)&p, hh + 32);
+	return 20 + pdlen;
+}
+
+/* ---- negative cache: destinations without an SDP listener --------------- */
+
+#define NEG_SLOTS 256
+static struct neg { uint8_t ip[16]; uint16_t port; time_t until; } negcache[NEG_SLOTS];
+static pthread_mutex_t neg_mu = PTHREAD_MUTEX_INITIALIZER;
+#define NEG_SECONDS 30
+
+static unsigned neg_hash(const uint8_t ip[16], uint16_t port)
+{
+	unsigned h = port * 2654435761u;
+	for (int i = 0; i < 16; i++)
+		h = h * 31 + ip[i];
+	return h % NEG_SLOTS;
+}
+
+static int neg_lookup(const struct sockaddr *sa)
+{
+	uint8_t ip[16];
+	ip16(sa, ip);
+	uint16_t port = sa_port(sa);
+	struct neg *n = &negcache[neg_hash(ip, port)];
+	pthread_mutex_lock(&neg_mu);
+	int hit = n->port == port && !memcmp(n->ip, ip, 16) && n->until > time(NULL);
+	pthread_mutex_unlock(&neg_mu);
+	return hit;
+}
+
+static void neg_add(const struct sockaddr *sa)
+{
+	uint8_t ip[16];
+	ip16(sa, ip);
+	uint16_t port = sa_port(sa);
+	struct neg *n = &negcache[neg_hash(ip, port)];
+	pthread_mutex_lock(&neg_mu);
+	memcpy(n->ip, ip, 16);
+	n->port = port;
+	n->until = time(NULL) + NEG_SECONDS;
+	pthread_mutex_unlock(&neg_mu);
+}
+
+/* ---- falling back to TCP ------------------------------------------------ */
+
+/* replace_socket puts a fresh socket of the same kind in place of fd,
+ * keeping the descriptor number, its flags and the options that matter. */
+static int replace_socket(int fd, struct fdent *e)
+{
+	int fl = fcntl(fd, F_GETFL);
+	int fdfl = fcntl(fd, F_GETFD);
+	int ns = real.socket(e->family, SOCK_STREAM, 0);
+	if (ns < 0)
+		return -1;
+	static const int opts[][2] = {
+		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_KEEPALIVE },
+		{ SOL_SOCKET, SO_REUSEADDR }, { SOL_SOCKET, SO_SNDBUF }, { SOL_SOCKET, SO_RCVBUF },
+	};
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+		int v;
+		socklen_t l = sizeof v;
+		if (real.getsockopt(fd, opts[i][0], opts[i][1], &v, &l) == 0 && v != 0)
+			setsockopt(ns, opts[i][0], opts[i][1], &v, l);
+	}
+	if (e->family == AF_INET6) {
+		int v;
+		socklen_t l = sizeof v;
+		if (real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &l) == 0)
+			setsockopt(ns, IPPROTO_IPV6, IPV6_V6ONLY, &v, l);
+	}
+	if (fl >= 0)
+		fcntl(ns, F_SETFL, fl);
+	int r = real.dup3(ns, fd, (fdfl >= 0 && (fdfl & FD_CLOEXEC)) ? O_CLOEXEC : 0);
+	int saved = errno;
+	real.close(ns);
+	if (r < 0) {
+		errno = saved;
+		return -1;
+	}
+	if (e->boundlen)
+		real.bind(fd, (struct sockaddr *)&e->bound, e->boundlen);
+	return 0;
+}
+
+/* fallback reconnects fd over plain TCP to the application's address. It
+ * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
+static int fallback(int fd, struct fdent *e, int reason)
+{
+	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
+		neg_add((struct sockaddr *)&e->dst);
+	mark_tcp(fd, e, reason);
+	if (cfg.mode == MODE_SDP) {
+		logmsg(0, "fd %d: no SDP peer (%s) and SDP_MODE=sdp", fd, reason_name(reason));
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	if (replace_socket(fd, e) < 0)
+		return -1;
+	return real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+}
+
+static int reason_of(int rc)
+{
+	int r = -rc - SDP_FALLBACK;
+	return (r > 0 && r < SDP_REASON_MAX) ? r : SDP_REASON_FOREIGN;
+}
+
+/* ---- attaching connections to the engine -------------------------------- */
+
+static int is_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* attach hands a connected SDP socket to this process's engine. It returns
+ * 0, or -1 with errno. A connecting-side socket whose engine cannot be had
+ * falls back to TCP. */
+static int attach(int fd, struct fdent *e)
+{
+	int k = atomic_load(&e->kind);
+	if (k == K_SDP) {
+		if (e->engine_pid == getpid())
+			return 0;
+		logmsg(0, "fd %d: SDP connection of another process (used after fork); "
+			  "only the process that started it can use it", fd);
+		errno = EIO;
+		return -1;
+	}
+	if (load_engine() != 0) {
+		if (k == K_ACTIVE) {
+			int r = fallback(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
+			if (r < 0 && errno == EINPROGRESS)
+				errno = EAGAIN;
+			return r < 0 && errno != EAGAIN ? -1 : 0;
+		}
+		errno = EIO;
+		return -1;
+	}
+	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE,
+			    k == K_PASSIVE ? e->req : NULL, k == K_PASSIVE ? e->reqlen : 0);
+	if (rc < 0) {
+		errno = -rc;
+		return -1;
+	}
+	e->engine_pid = getpid();
+	atomic_store(&e->kind, K_SDP);
+	return 0;
+}
+
+/* ---- waiting -------------------------------------------------------------- */
+
+/* wait_ready blocks until the engine says want is ready on fd (or an error
+ * or hang-up is). Returns 0, -EINTR, or the engine's negative result. */
+static int wait_ready(int fd, int want)
+{
+	for (;;) {
+		int kw = 0, tmo = -1;
+		int r = eng.poll(fd, want, &kw, &tmo);
+		if (r < 0)
+			return r;
+		if (r & (want | POLLERR | POLLHUP))
+			return 0;
+		if (kw == 0)
+			kw = POLLIN;
+		struct pollfd p = { .fd = fd, .events = (short)kw };
+		if (real.poll(&p, 1, tmo) < 0 && errno == EINTR)
+			return -EINTR;
+	}
+}
+
+/* ---- data transfer on SDP sockets --------------------------------------- */
+
+static size_t iov_total(const struct iovec *iov, int cnt)
+{
+	size_t t = 0;
+	for (int i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* iov_advance returns a copy of iov without its first off bytes. */
+static int iov_advance(const struct iovec *iov, int cnt, size_t off, struct iovec *out, int max)
+{
+	int n = 0;
+	for (int i = 0; i < cnt && n < max; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = iov[i].iov_len - off;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
+#define IOV_LOCAL 64
+
+/* A connecting-side socket that fell back to TCP while the application was
+ * in a data call: the call goes on over the kernel socket. */
+static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
+static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
+
+static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
+{
+	int r = fallback(fd, e, reason_of(rc));
+	if (r < 0 && errno != EINPROGRESS)
+		return -1;
+	if (r < 0 && (flags & MSG_DONTWAIT || is_nonblocking(fd))) {
+		errno = EAGAIN;
+		return -1;
+	}
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	return real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
+}
+
+static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (attach(fd, e) < 0)
+		return -1;
+	if (atomic_load(&e->kind) == K_TCP) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+		return real.sendmsg(fd, &m, flags);
+	}
+	if (flags & MSG_OOB) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	size_t total = iov_total(iov, cnt), done = 0;
+	struct iovec local[IOV_LOCAL];
+	int nonblock = -1;
+	for (;;) {
+		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
+		int64_t n = eng.sendv(fd, local, lc);
+		if (n >= 0) {
+			done += n;
+			if (done >= total)
+				return done;
+			continue;
+		}
+		if (n <= -SDP_FALLBACK) {
+			if (done)
+				return done;
+			return after_fallback_send(fd, e, (int)n, iov, cnt, flags);
+		}
+		if (n == -EAGAIN) {
+			if (nonblock < 0)
+				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
+			if (nonblock) {
+				if (done)
+					return done;
+				errno = EAGAIN;
+				return -1;
+			}
+			int w = wait_ready(fd, POLLOUT);
+			if (w == -EINTR) {
+				if (done)
+					return done;
+				errno = EINTR;
+				return -1;
+			}
+			if (w <= -SDP_FALLBACK) {
+				if (done)
+					return done;
+				return after_fallback_send(fd, e, w, iov, cnt, flags);
+			}
+			continue;
+		}
+		if (done)
+			return done;
+		if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+			raise(SIGPIPE);
+		errno = (int)-n;
+		return -1;
+	}
+}
+
+static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (attach(fd, e) < 0)
+		return -1;
+	if (atomic_load(&e->kind) == K_TCP) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+		return real.recvmsg(fd, &m, flags);
+	}
+	if (flags & MSG_OOB) {
+		errno = EINVAL;
+		return -1;
+	}
+	size_t total = iov_total(iov, cnt), done = 0;
+	int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	int eflags = (flags & MSG_PEEK) ? SDP_RECV_PEEK : 0;
+	struct iovec local[IOV_LOCAL];
+	int nonblock = -1;
+	for (;;) {
+		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
+		int64_t n = eng.recvv(fd, local, lc, eflags);
+		if (n > 0) {
+			done += n;
+			if (!waitall || done >= total)
+				return done;
+			continue;
+		}
+		if (n == 0)
+			return done;
+		if (n <= -SDP_FALLBACK) {
+			int r = fallback(fd, e, reason_of((int)n));
+			if (r < 0 && errno != EINPROGRESS)
+				return -1;
+			if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
+				errno = EAGAIN;
+				return -1;
+			}
+			struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+			return real.recvmsg(fd, &m, flags);
+		}
+		if (n == -EAGAIN) {
+			if (nonblock < 0)
+				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
+			if (nonblock) {
+				if (done)
+					return done;
+				errno = EAGAIN;
+				return -1;
+			}
+			int w = wait_ready(fd, POLLIN);
+			if (w == -EINTR) {
+				if (done)
+					return done;
+				errno = EINTR;
+				return -1;
+			}
+			if (w < 0 && w > -SDP_FALLBACK) {
+				errno = -w;
+				return done ? (ssize_t)done : -1;
+			}
+			continue;
+		}
+		if (done)
+			return done;
+		errno = (int)-n;
+		return -1;
+	}
+}
+
+/* is_sdp_io says whether data calls on e go to the engine. */
+static inline int is_sdp_io(struct fdent *e)
+{
+	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
+	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE;
+}
+
+/* resolve_connecting finishes a non-blocking connect to an SDP port once the
+ * kernel reports it done: success makes it K_ACTIVE, refusal reconnects to
+ * the application's port over TCP. Returns 1 when resolved. */
+static int resolve_connecting(int fd, struct fdent *e, short revents)
+{
+	if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+		return 0;
+	int err = 0;
+	socklen_t l = sizeof err;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
+		err = errno;
+	if (err == 0) {
+		atomic_store(&e->kind, K_ACTIVE);
+		return 1;
+	}
+	if (err == ECONNREFUSED || err == ECONNRESET) {
+		int r = fallback(fd, e, SDP_REASON_REFUSED);
+		if (r < 0 && errno != EINPROGRESS)
+			logmsg(1, "fd %d: TCP reconnect failed: %s", fd, strerror(errno));
+		return 1;
+	}
+	/* Unreachable or timed out: TCP to the same host would fare no better.
+	 * Leave the error for SO_ERROR by reconnecting plainly. */
+	fallback(fd, e, SDP_REASON_TIMEOUT);
+	return 1;
+}
+
+/* ---- hooks: sockets -------------------------------------------------------- */
+
+EXPORT int socket(int domain, int type, int protocol)
+{
+	need_real();
+	int fd = real.socket(domain, type, protocol);
+	if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) &&
+	    (type & 0xff) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) {
+		if (cfg.mode != MODE_TCP)
+			entry_new(fd, K_CAND, domain);
+	}
+	return fd;
+}
+
+EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	need_real();
+	int r = real.bind(fd, addr, len);
+	struct fdent *e = ours(fd);
+	if (r == 0 && e && len <= sizeof e->bound) {
+		memcpy(&e->bound, addr, len);
+		e->boundlen = len;
+	}
+	return r;
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	need_real();
+	int r = real.listen(fd, backlog);
+	struct fdent *e = ours(fd);
+	if (r != 0 || !e)
+		return r;
+	int k = atomic_load(&e->kind);
+	if (k == K_LISTEN) {
+		real.listen(e->hidden, backlog);
+		return r;
+	}
+	if (k != K_CAND)
+		return r;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof a;
+	if (real.getsockname(fd, (struct sockaddr *)&a, &al) < 0)
+		return r;
+	int port = sa_port((struct sockaddr *)&a);
+	if (!engine_usable()) {
+		atomic_store(&e->kind, K_TCP);
+		e->reason = SDP_REASON_AFTER_FORK;
+		return r;
+	}
+	int h = real.socket(e->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (h < 0)
+		return r;
+	int one = 1;
+	setsockopt(h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (e->family == AF_INET6) {
+		int v;
+		socklen_t l = sizeof v;
+		if (real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v, &l) == 0)
+			setsockopt(h, IPPROTO_IPV6, IPV6_V6ONLY, &v, l);
+	}
+	sa_set_port((struct sockaddr *)&a, sdp_port(port));
+	if (real.bind(h, (struct sockaddr *)&a, al) < 0 || real.listen(h, backlog) < 0) {
+		logmsg(1, "fd %d: cannot listen on SDP port %d for port %d (%s); this listener serves TCP only",
+		       fd, sdp_port(port), port, strerror(errno));
+		real.close(h);
+		atomic_store(&e->kind, K_TCP);
+		e->reason = SDP_REASON_SDP_PORT;
+		return r;
+	}
+	e->hidden = h;
+	e->app_port = port;
+	atomic_store(&e->kind, K_LISTEN);
+	logmsg(2, "fd %d listening on port %d, SDP on port %d", fd, port, sdp_port(port));
+	return r;
+}
+
+/* accepted_sdp registers a connection accepted on the SDP port and writes
+ * the MPA Request at once, so the connecting side learns it reached an SDP
+ * peer within one round trip, whatever the application does next. */
+static void accepted_sdp(int c, struct fdent *l)
+{
+	struct fdent *e = entry_new(c, K_PASSIVE, l->family);
+	if (!e) {
+		logmsg(0, "fd %d beyond the descriptor table; closing it", c);
+		return;
+	}
+	e->passive = 1;
+	e->app_port = l->app_port;
+	e->reqlen = build_request(e->req, c, l->app_port);
+	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w != e->reqlen)
+		logmsg(1, "fd %d: could not send the MPA Request: %s", c, w < 0 ? strerror(errno) : "short write");
+}
+
+static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	struct fdent *l = ours(fd);
+	if (!l || atomic_load(&l->kind) != K_LISTEN) {
+		int c = real.accept4(fd, addr, len, flags);
+		if (c >= 0 && l) {
+			struct fdent *e = entry_new(c, K_CAND, l->family);
+			if (e)
+				mark_tcp(c, e, l->reason ? l->reason : SDP_REASON_RULE);
+		}
+		return c;
+	}
+	for (;;) {
+		int c = real.accept4(l->hidden, addr, len, flags);
+		if (c >= 0) {
+			accepted_sdp(c, l);
+			return c;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
+			return -1;
+		int nb = is_nonblocking(fd);
+		if (!nb) {
+			struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = l->hidden, .events = POLLIN } };
+			if (real.poll(p, 2, -1) < 0)
+				return -1;
+			if (!(p[0].revents & POLLIN))
+				continue;
+		}
+		c = real.accept4(fd, addr, len, flags);
+		if (c >= 0) {
+			struct fdent *e = entry_new(c, K_CAND, l->family);
+			if (e) {
+				e->passive = 1;
+				mark_tcp(c, e, SDP_REASON_PLAIN_PEER);
+			}
+		}
+		return c;
+	}
+}
+
+EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	need_real();
+	if (!ours(fd))
+		return real.accept(fd, addr, len);
+	return do_accept(fd, addr, len, 0);
+}
+
+EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	need_real();
+	if (!ours(fd))
+		return real.accept4(fd, addr, len, flags);
+	return do_accept(fd, addr, len, flags);
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e)
+		return real.connect(fd, addr, len);
+	int k = atomic_load(&e->kind);
+	if (k == K_CONNECTING) {
+		/* A repeated connect() on a connection in progress. */
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (real.poll(&p, 1, 0) > 0 && resolve_connecting(fd, e, p.revents))
+			return connect(fd, addr, len);
+		errno = EALREADY;
+		return -1;
+	}
+	if (k == K_ACTIVE || k == K_SDP || k == K_PASSIVE) {
+		errno = EISCONN;
+		return -1;
+	}
+	if (k != K_CAND || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    len > sizeof e->dst)
+		return real.connect(fd, addr, len);
+	memcpy(&e->dst, addr, len);
+	e->dstlen = len;
+	e->app_port = sa_port(addr);
+	if (!engine_usable()) {
+		mark_tcp(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
+		return real.connect(fd, addr, len);
+	}
+	if (cfg.mode == MODE_BOTH && neg_lookup(addr)) {
+		mark_tcp(fd, e, SDP_REASON_CACHED);
+		return real.connect(fd, addr, len);
+	}
+	struct sockaddr_storage m;
+	memcpy(&m, addr, len);
+	sa_set_port((struct sockaddr *)&m, sdp_port(e->app_port));
+	int r = real.connect(fd, (struct sockaddr *)&m, len);
+	if (r == 0) {
+		atomic_store(&e->kind, K_ACTIVE);
+		return 0;
+	}
+	int err = errno;
+	if (err == EINPROGRESS || err == EINTR) {
+		atomic_store(&e->kind, K_CONNECTING);
+		errno = err;
+		return -1;
+	}
+	if (err == ECONNREFUSED || err == ECONNRESET)
+		return fallback(fd, e, SDP_REASON_REFUSED);
+	errno = err;
+	return -1;
+}
+
+/* ---- hooks: data ------------------------------------------------------------ */
+
+EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.read(fd, buf, n);
+	struct iovec v = { buf, n };
+	return sdp_recvv(fd, e, &v, 1, 0);
+}
+
+EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		abort();
+	return read(fd, buf, n);
+}
+
+EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.write(fd, buf, n);
+	struct iovec v = { (void *)buf, n };
+	return sdp_sendv(fd, e, &v, 1, 0);
+}
+
+EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.readv(fd, iov, cnt);
+	if (cnt < 0 || cnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	return sdp_recvv(fd, e, iov, cnt, 0);
+}
+
+EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.writev(fd, iov, cnt);
+	if (cnt < 0 || cnt > IOV_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	return sdp_sendv(fd, e, iov, cnt, 0);
+}
+
+EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.recv(fd, buf, n, flags);
+	struct iovec v = { buf, n };
+	return sdp_recvv(fd, e, &v, 1, flags);
+}
+
+EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		abort();
+	return recv(fd, buf, n, flags);
+}
+
+EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *alen)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.recvfrom(fd, buf, n, flags, addr, alen);
+	struct iovec v = { buf, n };
+	ssize_t r = sdp_recvv(fd, e, &v, 1, flags);
+	if (r >= 0 && addr && alen)
+		*alen = 0; /* a connected stream socket reports no source address */
+	return r;
+}
+
+EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+			      struct sockaddr *addr, socklen_t *alen)
+{
+	if (n > buflen)
+		abort();
+	return recvfrom(fd, buf, n, flags, addr, alen);
+}
+
+EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.recvmsg(fd, msg, flags);
+	if (msg->msg_iovlen > IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	ssize_t r = sdp_recvv(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (r >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return r;
+}
+
+EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.send(fd, buf, n, flags);
+	struct iovec v = { (void *)buf, n };
+	return sdp_sendv(fd, e, &v, 1, flags);
+}
+
+EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t alen)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.sendto(fd, buf, n, flags, addr, alen);
+	struct iovec v = { (void *)buf, n };
+	return sdp_sendv(fd, e, &v, 1, flags);
+}
+
+EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.sendmsg(fd, msg, flags);
+	if (msg->msg_iovlen > IOV_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return sdp_sendv(fd, e, msg->msg_iov, (int)msg->msg_iovlen, flags);
+}
+
+/* ---- hooks: life cycle ---------------------------------------------------- */
+
+/* forget drops what we know of fd before the descriptor goes away. */
+static void forget(int fd, struct fdent *e)
+{
+	int k = atomic_load(&e->kind);
+	if (k == K_LISTEN && e->hidden >= 0) {
+		real.close(e->hidden);
+		e->hidden = -1;
+	}
+	if (k == K_SDP && e->engine_pid == getpid())
+		eng.close(fd);
+	entry_reset(fd);
+}
+
+EXPORT int close(int fd)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (e)
+		forget(fd, e);
+	return real.close(fd);
+}
+
+EXPORT int dup2(int oldfd, int newfd)
+{
+	need_real();
+	struct fdent *e = ours(newfd);
+	if (e && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+		forget(newfd, e);
+	return real.dup2(oldfd, newfd);
+}
+
+EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	need_real();
+	struct fdent *e = ours(newfd);
+	if (e && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+		forget(newfd, e);
+	return real.dup3(oldfd, newfd, flags);
+}
+
+EXPORT int shutdown(int fd, int how)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || !is_sdp_io(e))
+		return real.shutdown(fd, how);
+	if (attach(fd, e) < 0)
+		return -1;
+	if (atomic_load(&e->kind) == K_TCP)
+		return real.shutdown(fd, how);
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		errno = EINVAL;
+		return -1;
+	}
+	int r = eng.shutdown(fd, how);
+	if (r < 0 && r > -SDP_FALLBACK) {
+		errno = -r;
+		return -1;
+	}
+	return 0;
+}
+
+EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	need_real();
+	int r = real.getsockname(fd, addr, len);
+	struct fdent *e = ours(fd);
+	if (r == 0 && e && e->passive && atomic_load(&e->kind) != K_TCP && *len >= sizeof(struct sockaddr_in))
+		sa_set_port(addr, e->app_port);
+	return r;
+}
+
+EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	need_real();
+	int r = real.getpeername(fd, addr, len);
+	struct fdent *e = ours(fd);
+	if (r == 0 && e && !e->passive && *len >= sizeof(struct sockaddr_in)) {
+		int k = atomic_load(&e->kind);
+		if (k == K_ACTIVE || k == K_SDP || k == K_CONNECTING)
+			sa_set_port(addr, e->app_port);
+	}
+	return r;
+}
+
+EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->kind) == K_CONNECTING) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (real.poll(&p, 1, 0) > 0)
+			resolve_connecting(fd, e, p.revents);
+	}
+	return real.getsockopt(fd, level, name, val, len);
+}
+
+/* ---- hooks: readiness ------------------------------------------------------ */
+
+/* poll_special says whether poll() must look at fd itself rather than
+ * leave it to the kernel. */
+static inline int poll_special(int fd)
+{
+	struct fdent *e = ours(fd);
+	if (!e)
+		return 0;
+	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
+	return k != K_CAND && k != K_TCP;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* poll_emulated implements poll() for a set with SDP descriptors: those are
+ * asked of the engine (their data may sit in user space), the rest and the
+ * kernel sockets under SDP descriptors are polled by the kernel, and the
+ * loop repeats until something the application asked for is ready. */
+static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
+{
+	struct pollfd kstack[64];
+	int mstack[64];
+	struct pollfd *k = kstack;
+	int *map = mstack;
+	if (n * 2 > 64) {
+		k = malloc(sizeof *k * n * 2);
+		map = malloc(sizeof *map * n * 2);
+		if (!k || !map) {
+			free(k);
+			free(map);
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	int64_t deadline = timeout >= 0 ? now_ms() + timeout : -1;
+	int result;
+	for (;;) {
+		int nk = 0, ready = 0, tmo = -1;
+		for (nfds_t i = 0; i < n; i++) {
+			struct pollfd *p = &fds[i];
+			p->revents = 0;
+			if (p->fd < 0)
+				continue;
+			struct fdent *e = ours(p->fd);
+			int kind = e ? atomic_load(&e->kind) : K_NONE;
+			if (kind == K_ACTIVE || kind == K_PASSIVE) {
+				if (attach(p->fd, e) < 0) {
+					p->revents = POLLERR;
+					ready++;
+					continue;
+				}
+				kind = atomic_load(&e->kind);
+			}
+			if (kind == K_SDP && e->engine_pid != getpid()) {
+				p->revents = POLLERR | POLLHUP;
+				ready++;
+				continue;
+			}
+			if (kind == K_SDP) {
+				int kw = 0, et = -1;
+				int r = eng.poll(p->fd, p->events, &kw, &et);
+				if (r <= -SDP_FALLBACK) {
+					fallback(p->fd, e, reason_of(r));
+					kind = K_TCP;
+				} else if (r < 0) {
+					p->revents = POLLERR;
+					ready++;
+					continue;
+				} else if (r & (p->events | POLLERR | POLLHUP)) {
+					p->revents = r & (p->events | POLLERR | POLLHUP);
+					ready++;
+					continue;
+				} else {
+					k[nk] = (struct pollfd){ .fd = p->fd, .events = (short)(kw ? kw : POLLIN) };
+					map[nk++] = i;
+					if (et >= 0 && (tmo < 0 || et < tmo))
+						tmo = et;
+					continue;
+				}
+			}
+			if (kind == K_CONNECTING) {
+				k[nk] = (struct pollfd){ .fd = p->fd, .events = POLLOUT };
+				map[nk++] = i;
+				continue;
+			}
+			k[nk] = (struct pollfd){ .fd = p->fd, .events = p->events };
+			map[nk++] = i;
+			if (kind == K_LISTEN && e->hidden >= 0 && (p->events & POLLIN)) {
+				k[nk] = (struct pollfd){ .fd = e->hidden, .events = POLLIN };
+				map[nk++] = i;
+			}
+		}
+		int wait = tmo;
+		if (ready) {
+			wait = 0;
+		} else if (deadline >= 0) {
+			int64_t left = deadline - now_ms();
+			if (left < 0)
+				left = 0;
+			if (wait < 0 || left < wait)
+				wait = (int)left;
+		}
+		int r = real.poll(k, nk, wait);
+		if (r < 0) {
+			result = -1;
+			break;
+		}
+		for (int j = 0; j < nk && r > 0; j++) {
+			if (!k[j].revents)
+				continue;
+			struct pollfd *p = &fds[map[j]];
+			struct fdent *e = ours(p->fd);
+			int kind = e ? atomic_load(&e->kind) : K_NONE;
+			if (kind == K_SDP)
+				continue; /* asked again on the next round */
+			if (kind == K_CONNECTING) {
+				if (resolve_connecting(p->fd, e, k[j].revents) && atomic_load(&e->kind) == K_ACTIVE)
+					p->revents |= POLLOUT & p->events;
+				continue;
+			}
+			if (k[j].fd != p->fd) /* the hidden SDP listener */
+				p->revents |= POLLIN;
+			else
+				p->revents |= k[j].revents;
+		}
+		ready = 0;
+		for (nfds_t i = 0; i < n; i++)
+			if (fds[i].revents)
+				ready++;
+		if (ready || (deadline >= 0 && now_ms() >= deadline)) {
+			result = ready;
+			break;
+		}
+	}
+	if (k != kstack) {
+		free(k);
+		free(map);
+	}
+	return result;
+}
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	need_real();
+	for (nfds_t i = 0; i < n; i++)
+		if (poll_special(fds[i].fd))
+			return poll_emulated(fds, n, timeout);
+	return real.poll(fds, n, timeout);
+}
+
+EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof *fds < n)
+		abort();
+	return poll(fds, n, timeout);
+}
+
+EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	need_real();
+	int special = 0;
+	for (nfds_t i = 0; i < n && !special; i++)
+		special = poll_special(fds[i].fd);
+	if (!special)
+		return real.ppoll(fds, n, ts, mask);
+	sigset_t old;
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, mask, &old);
+	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	int r = poll_emulated(fds, n, tmo);
+	int saved = errno;
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return r;
+}
+
+/* select_emulated runs a select() that involves SDP descriptors through
+ * poll_emulated. */
+static int select_emulated(int nfds, fd_set *r, fd_set *w, fd_set *x, int timeout)
+{
+	struct pollfd stack[64], *p = stack;
+	int n = 0;
+	for (int fd = 0; fd < nfds; fd++)
+		if ((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x)))
+			n++;
+	if (n > 64 && !(p = malloc(sizeof *p * n))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	n = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (x && FD_ISSET(fd, x))
+			ev |= POLLPRI;
+		if (ev)
+			p[n++] = (struct pollfd){ .fd = fd, .events = ev };
+	}
+	int rc = poll_emulated(p, n, timeout);
+	if (rc >= 0) {
+		rc = 0;
+		if (r)
+			FD_ZERO(r);
+		if (w)
+			FD_ZERO(w);
+		if (x)
+			FD_ZERO(x);
+		for (int i = 0; i < n; i++) {
+			short re = p[i].revents;
+			if (re & POLLNVAL) {
+				rc = -1;
+				errno = EBADF;
+				break;
+			}
+			if (r && (p[i].events & POLLIN) && (re & (POLLIN | POLLHUP | POLLERR))) {
+				FD_SET(p[i].fd, r);
+				rc++;
+			}
+			if (w && (p[i].events & POLLOUT) && (re & (POLLOUT | POLLERR))) {
+				FD_SET(p[i].fd, w);
+				rc++;
+			}
+			if (x && (p[i].events & POLLPRI) && (re & POLLPRI)) {
+				FD_SET(p[i].fd, x);
+				rc++;
+			}
+		}
+	}
+	if (p != stack)
+		free(p);
+	return rc;
+}
+
+static int select_special(int nfds, fd_set *r, fd_set *w, fd_set *x)
+{
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (x && FD_ISSET(fd, x))) && poll_special(fd))
+			return 1;
+	return 0;
+}
+
+EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	need_real();
+	if (nfds > FD_SETSIZE || !select_special(nfds, r, w, x))
+		return real.select(nfds, r, w, x, tv);
+	int tmo = tv ? (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000) : -1;
+	int64_t start = now_ms();
+	int rc = select_emulated(nfds, r, w, x, tmo);
+	if (tv && tmo >= 0) { /* Linux reports the time left */
+		int64_t left = tmo - (now_ms() - start);
+		if (left < 0)
+			left = 0;
+		tv->tv_sec = left / 1000;
+		tv->tv_usec = (left % 1000) * 1000;
+	}
+	return rc;
+}
+
+EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask)
+{
+	need_real();
+	if (nfds > FD_SETSIZE || !select_special(nfds, r, w, x))
+		return real.pselect(nfds, r, w, x, ts, mask);
+	sigset_t old;
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, mask, &old);
+	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	int rc = select_emulated(nfds, r, w, x, tmo);
+	int saved = errno;
+	if (mask)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return rc;
+}
+
+/* ---- process life ---------------------------------------------------------- */
+
+__attribute__((constructor)) static void shim_init(void)
+{
+	need_real();
+	cfg.log_fd = 2;
+	read_config();
+}
+
+__attribute__((destructor)) static void shim_fini(void)
+{
+	if (!cfg.stats)
+		return;
+	char eng_line[768] = "sdp_conns=0 fpdus_tx=0 fpdus_rx=0 markers_tx=0 markers_rx=0 crc_bytes_rx=0 "
+			     "crc_errors=0 payload_tx=0 payload_rx=0";
+	if (engine_pid == getpid() && eng.stats)
+		eng.stats(eng_line, sizeof eng_line);
+	char buf[1024];
+	int n = snprintf(buf, sizeof buf, "libsdp: stats pid=%d prog=%s tcp_conns=%llu %s engine=%s\n",
+			 (int)getpid(), program_invocation_short_name,
+			 (unsigned long long)atomic_load(&n_tcp_conns), eng_line,
+			 engine_pid == getpid() ? "loaded" : "not-loaded");
+	if (n > (int)sizeof buf)
+		n = sizeof buf;
+	ssize_t w = real.write(cfg.log_fd, buf, n);
+	(void)w;
+}
