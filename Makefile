@@ -46,7 +46,7 @@ wirecheck: all
 fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
-test: deps all check gotest fuzz
+test: deps all check gotest wirecheck fuzz
 
 clean:
 	rm -rf $(BUILD)

@@ -226,7 +226,7 @@ static void read_config(void)
 		cfg.marker_spacing = 512;
 	}
 	cfg.buf_size = env_int("SDP_BUF_SIZE", cfg.buf_size, 1040, 1 << 20);
-	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 2, 1024);
+	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 4, 1024);
 	cfg.stats = env_bool("SDP_STATS", 0);
 }
 

@@ -150,6 +150,7 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 	dst = dst[:start+wire]
 	out := dst[start:]
 
+	end := wire - crcLen // octets covered by the CRC
 	if count == 0 {
 		// No marker falls in this FPDU: plain copies.
 		binary.BigEndian.PutUint16(out, uint16(ulen))
@@ -157,44 +158,33 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 		for _, p := range parts {
 			o += copy(out[o:], p)
 		}
-		end := wire - crcLen
 		clear(out[o:end])
-		var crc uint32
-		if f.crc {
-			crc = CRC32C(out[:end])
+	} else {
+		w := fpduWriter{out: out, next: first, spacing: f.spacing}
+		if first == 0 {
+			// Leading marker: the FPDU starts on a marker position.
+			EncodeMarker(out, 0)
+			w.o, w.next = MarkerLen, f.spacing
 		}
-		binary.LittleEndian.PutUint32(out[end:], crc)
-		f.pos += uint64(wire)
-		f.stats.FPDUs++
-		f.stats.Bytes += uint64(wire)
-		return dst
-	}
-
-	w := fpduWriter{out: out, next: first, spacing: f.spacing}
-	if first == 0 {
-		// Leading marker: the FPDU starts on a marker position.
-		EncodeMarker(out, 0)
-		w.o, w.next = MarkerLen, f.spacing
-	}
-	w.hdr = w.o
-	var lenField [ulpduLenLen]byte
-	binary.BigEndian.PutUint16(lenField[:], uint16(ulen))
-	w.put(lenField[:])
-	for _, p := range parts {
-		w.put(p)
-	}
-	w.put(zeroPad[:padLen(ulen)])
-	if w.o == w.next {
-		// A marker right after the PAD precedes the CRC and is covered by it.
-		EncodeMarker(out[w.o:], uint16(w.o-w.hdr))
-		w.o += MarkerLen
+		w.hdr = w.o
+		var lenField [ulpduLenLen]byte
+		binary.BigEndian.PutUint16(lenField[:], uint16(ulen))
+		w.put(lenField[:])
+		for _, p := range parts {
+			w.put(p)
+		}
+		w.put(zeroPad[:padLen(ulen)])
+		if w.o == w.next {
+			// A marker right after the PAD precedes the CRC and is covered by it.
+			EncodeMarker(out[w.o:], uint16(w.o-w.hdr))
+		}
 	}
 
 	var crc uint32
 	if f.crc {
-		crc = CRC32C(out[:w.o])
+		crc = CRC32C(out[:end])
 	}
-	binary.LittleEndian.PutUint32(out[w.o:], crc)
+	binary.LittleEndian.PutUint32(out[end:], crc)
 
 	f.pos += uint64(wire)
 	f.stats.FPDUs++
@@ -264,6 +254,8 @@ func (d *RxDeframer) Spacing() int  { return d.spacing }
 // SetMaxULPDU makes FPDUs whose ULPDU_Length exceeds n a protocol fault as
 // soon as the length field arrives, instead of waiting for the whole FPDU.
 // Use it with the MULPDU the peer was told, or the receive buffer's size.
+// The fault is classified as MPA error 3 (marker and ULPDU_Length mismatch),
+// MPA's only code for a ULPDU_Length it cannot accept.
 func (d *RxDeframer) SetMaxULPDU(n int) { d.maxULPDU = min(max(n, 0), maxULPDULen) }
 
 // Stats returns the counters.

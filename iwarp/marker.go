@@ -31,9 +31,9 @@ const (
 
 	// DefaultMarkerSpacing is RFC 5044's marker interval.
 	DefaultMarkerSpacing = 512
-	// MinMarkerSpacing and MaxMarkerSpacing bound the configurable spacing
-	// (seed paper 004 studies other intervals). The spacing must also be a
-	// multiple of 4; RFC peers accept only 512.
+	// MinMarkerSpacing and MaxMarkerSpacing bound the configurable spacing,
+	// which exists for experiments with other intervals; RFC 5044 peers
+	// expect 512. The spacing must also be a multiple of 4.
 	MinMarkerSpacing = 16
 	MaxMarkerSpacing = 65536
 )

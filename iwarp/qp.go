@@ -2,6 +2,8 @@ package iwarp
 
 import (
 	"errors"
+	"runtime"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +31,11 @@ type QP struct {
 	full   bool
 	mulpdu int
 
-	txbuf []byte
-	txoff int
+	txbuf  []byte
+	txoff  int
+	txEnds []int // end offset in txbuf of each frame (FPDU or MPA frame)
+	mmsg   [maxBatch]unix.Mmsghdr
+	iov    [maxBatch]unix.Iovec
 
 	cur      *RxChunk // chunk being filled and parsed
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
@@ -53,6 +58,7 @@ const (
 	maxFreeChunks  = 4
 	maxULPDULength = 65535
 	txShrinkAbove  = 4 << 20
+	maxBatch       = 64
 )
 
 // ErrClosed reports that the peer closed its TCP stream.
@@ -76,7 +82,10 @@ func (q *QP) Fd() int { return q.fd }
 func (q *QP) SetFd(fd int) { q.fd = fd }
 
 // WriteRaw queues bytes outside FPDU framing (MPA Request/Reply).
-func (q *QP) WriteRaw(b []byte) { q.txbuf = append(q.txbuf, b...) }
+func (q *QP) WriteRaw(b []byte) {
+	q.txbuf = append(q.txbuf, b...)
+	q.txEnds = append(q.txEnds, len(q.txbuf))
+}
 
 // Raw returns the received bytes not yet consumed, for MPA negotiation.
 func (q *QP) Raw() []byte {
@@ -96,7 +105,7 @@ func (q *QP) ConsumeRaw(n int) { q.rxr += n }
 func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int) {
 	q.tx = NewTxFramer(txMarkers, crc, spacing)
 	q.rx = NewRxDeframer(rxMarkers, crc, spacing)
-	q.mulpdu = MULPDU(mss, txMarkers)
+	q.mulpdu = q.tx.MULPDU(mss)
 	if q.mulpdu > maxULPDULength {
 		q.mulpdu = maxULPDULength
 	}
@@ -161,6 +170,7 @@ func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) 
 			}
 		}
 		q.txbuf = q.tx.AppendFPDU(q.txbuf, seg...)
+		q.txEnds = append(q.txEnds, len(q.txbuf))
 		for i := range seg {
 			seg[i] = nil
 		}
@@ -177,16 +187,50 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 
 // Flush writes queued bytes. It returns nil when all are written, unix.EAGAIN
 // when the socket is full, or the socket's error.
+//
+// Each FPDU goes out as its own record (sendmmsg with MSG_EOR), so the
+// kernel never merges the end of one FPDU and the start of the next into
+// one segment: FPDUs are no larger than the MSS, and so every TCP segment
+// starts with an FPDU, as RFC 5044 §5 asks of senders ("FPDU alignment").
 func (q *QP) Flush() error {
 	for q.txoff < len(q.txbuf) {
-		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		if err == unix.EINTR {
+		n := 0
+		start := q.txoff
+		for _, end := range q.txEnds {
+			if n == maxBatch {
+				break
+			}
+			if end <= start {
+				continue
+			}
+			q.iov[n].Base = &q.txbuf[start]
+			q.iov[n].SetLen(end - start)
+			q.mmsg[n].Hdr = unix.Msghdr{Iov: &q.iov[n], Iovlen: 1}
+			q.mmsg[n].Len = 0
+			n++
+			start = end
+		}
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])), uintptr(n),
+			unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL|unix.MSG_EOR, 0, 0)
+		runtime.KeepAlive(q.txbuf)
+		if e == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return err
+		if e != 0 {
+			return e
 		}
-		q.txoff += n
+		short := false
+		for i := 0; i < int(r); i++ {
+			q.txoff += int(q.mmsg[i].Len)
+			if uint64(q.mmsg[i].Len) != q.iov[i].Len {
+				short = true
+				break
+			}
+		}
+		if short || int(r) < n {
+			q.dropSentEnds()
+			return unix.EAGAIN
+		}
 	}
 	if cap(q.txbuf) > txShrinkAbove {
 		q.txbuf = nil
@@ -194,7 +238,19 @@ func (q *QP) Flush() error {
 		q.txbuf = q.txbuf[:0]
 	}
 	q.txoff = 0
+	q.txEnds = q.txEnds[:0]
 	return nil
+}
+
+// dropSentEnds forgets frame ends that are fully written.
+func (q *QP) dropSentEnds() {
+	i := 0
+	for i < len(q.txEnds) && q.txEnds[i] <= q.txoff {
+		i++
+	}
+	if i > 0 {
+		q.txEnds = q.txEnds[:copy(q.txEnds, q.txEnds[i:])]
+	}
 }
 
 // RxChunk is a receive buffer shared by the segments parsed from it.

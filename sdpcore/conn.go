@@ -94,6 +94,7 @@ type Conn struct {
 	posted        int // of them, free now
 	advBufs       int // Bufs and MSeqAck carried by our last message
 	advAck        uint32
+	freed         int // buffers the application emptied since then
 
 	// Receive: payload pieces in arrival order.
 	rq      []piece
@@ -263,6 +264,9 @@ func (c *Conn) progress(now time.Time) {
 			break
 		}
 	}
+	// Credits that arrived may be what a pending update or DisConn needed.
+	c.maybeReturnCredits()
+	c.queueDisConn()
 	_ = c.flush()
 }
 
@@ -386,7 +390,7 @@ func (c *Conn) mss() int {
 // AbortConn). It uses one credit.
 func (c *Conn) sendControl(mid MID) {
 	c.mseq++
-	c.advBufs, c.advAck = c.posted, c.recvSeq
+	c.advertise()
 	EncodeBSDH(c.hdr[:], BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: BSDHLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	c.qp.PostSend(iwarp.OpSend, c.hdr[:])
 	c.stats.MsgsTx++
@@ -505,21 +509,26 @@ func (c *Conn) releaseQueue() {
 	c.rq, c.rqHead, c.rqBytes = c.rq[:0], 0, 0
 }
 
-// maybeReturnCredits sends a credit update when the peer's view of our free
-// buffers has fallen well behind what we have.
+// maybeReturnCredits sends a credit update when the application has
+// emptied buffers the peer does not know about yet: half of them, or any
+// once the peer is down to its last credit. Only buffers emptied by reading
+// data count, never ones a credit update used: otherwise two peers would
+// answer each other's updates for ever. With at least four buffers a side
+// that only receives never leaves the sender short: each update costs the
+// sender one buffer until its next message acknowledges it.
 func (c *Conn) maybeReturnCredits() {
-	if c.st != stEstablished || c.disSent || c.credits() < 1 {
+	if c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
-	gain := c.posted - peerView
-	half := c.bufs / 2
-	if half < 1 {
-		half = 1
-	}
-	if gain >= half || (peerView < 2 && c.posted >= 2) {
+	if c.freed >= max(1, c.bufs/2) || peerView < 2 {
 		c.sendControl(MIDData)
 	}
+}
+
+// advertise records that the message being sent carries our free buffers.
+func (c *Conn) advertise() {
+	c.advBufs, c.advAck, c.freed = c.posted, c.recvSeq, 0
 }
 
 // queueDisConn sends DisConn once nothing else waits before it.
@@ -528,4 +537,13 @@ func (c *Conn) queueDisConn() {
 		c.sendControl(MIDDisConn)
 		c.disSent = true
 	}
+}
+
+// String describes the connection's state for logs and failing tests.
+func (c *Conn) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("st=%d credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v wrShut=%v disSent=%v peerDis=%v eof=%v err=%v",
+		c.st, c.credits(), c.peerBufs, c.mseq, c.peerAck, c.recvSeq, c.posted, c.advBufs, c.advAck, c.rqBytes,
+		c.qp.TxPending(), c.qp.Buffered(), c.inMsg, c.wrShut, c.disSent, c.peerDis, c.eof, c.err)
 }

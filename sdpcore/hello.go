@@ -18,7 +18,7 @@ const (
 	HAHLen       = 8
 	HelloLen     = BSDHLen + HHLen
 	HelloAckLen  = BSDHLen + HAHLen
-	minRecvBufs  = 2
+	minRecvBufs  = 4
 	minRecvBufSz = BSDHLen + 1024
 )
 

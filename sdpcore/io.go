@@ -46,7 +46,7 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 			n = max
 		}
 		c.mseq++
-		c.advBufs, c.advAck = c.posted, c.recvSeq
+		c.advertise()
 		EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
 		c.parts = gather(append(c.parts[:0], c.hdr[:]), bufs, sent, n)
 		c.qp.PostSend(iwarp.OpSend, c.parts...)
@@ -177,6 +177,7 @@ func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 		p := &c.rq[j]
 		if p.last {
 			c.posted++
+			c.freed++
 		}
 		p.seg.Release()
 		c.rq[j] = piece{}

@@ -1,0 +1,283 @@
+package sdpcore
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// tcpPair returns the two ends of a loopback TCP connection: the connecting
+// one and the accepted one.
+func tcpPair(t *testing.T) (int, int) {
+	t.Helper()
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(l)
+	require.NoError(t, unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, unix.Listen(l, 1))
+	sa, err := unix.Getsockname(l)
+	require.NoError(t, err)
+	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Connect(c, sa))
+	a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
+	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(a); unix.Close(c) })
+	return c, a
+}
+
+// connPair sets up an SDP connection the way the shim does: the accepting
+// side writes the MPA Request first.
+func connPair(t *testing.T, cfg Config) (*Conn, *Conn) {
+	t.Helper()
+	cfd, afd := tcpPair(t)
+	cfg.Sanitize()
+	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
+	req := AppendRequest(nil, cfg, h)
+	n, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	require.Equal(t, len(req), n)
+	p, err := NewPassive(afd, cfg, req)
+	require.NoError(t, err)
+	return NewActive(cfd, cfg, time.Now()), p
+}
+
+// wait blocks (bounded) until c says want may be ready.
+func wait(t *testing.T, c *Conn, want Events, until time.Time) error {
+	for {
+		if time.Now().After(until) {
+			return errors.New("timed out waiting")
+		}
+		ready, kw, _, err := c.Poll(want, time.Now())
+		if err != nil {
+			return err
+		}
+		if ready&(want|EvErr|EvHup) != 0 {
+			return nil
+		}
+		if kw == 0 {
+			kw = EvIn
+		}
+		pfd := []unix.PollFd{{Fd: int32(c.Fd()), Events: kw}}
+		_, err = unix.Poll(pfd, 100)
+		if err != nil && err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+func sendAll(t *testing.T, c *Conn, data []byte, rng *rand.Rand, until time.Time) error {
+	for len(data) > 0 {
+		n := 1 + rng.Intn(256<<10)
+		if rng.Intn(4) == 0 {
+			n = 1 + rng.Intn(64)
+		}
+		if n > len(data) {
+			n = len(data)
+		}
+		k, err := c.Send([][]byte{data[:n]}, time.Now())
+		if err == ErrWouldBlock {
+			if err := wait(t, c, EvOut, until); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[k:]
+	}
+	return nil
+}
+
+func recvAll(t *testing.T, c *Conn, want int, rng *rand.Rand, until time.Time) ([]byte, error) {
+	got := make([]byte, 0, want)
+	buf := make([]byte, 300<<10)
+	for {
+		n := 1 + rng.Intn(len(buf))
+		k, err := c.Recv([][]byte{buf[:n]}, 0, time.Now())
+		if err == ErrWouldBlock {
+			if err := wait(t, c, EvIn, until); err != nil {
+				return got, err
+			}
+			continue
+		}
+		if err != nil {
+			return got, err
+		}
+		if k == 0 {
+			return got, nil
+		}
+		got = append(got, buf[:k]...)
+	}
+}
+
+// exchange streams size random bytes each way at once, with random send and
+// receive sizes, then closes both ends and checks every byte.
+func exchange(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
+	a, p := connPair(t, cfg)
+	until := time.Now().Add(60 * time.Second)
+	rng := rand.New(rand.NewSource(seed))
+	dataA := make([]byte, size)
+	dataP := make([]byte, size)
+	rng.Read(dataA)
+	rng.Read(dataP)
+	var wg sync.WaitGroup
+	var gotA, gotP []byte
+	errs := make([]error, 4)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		errs[0] = sendAll(t, a, dataA, rand.New(rand.NewSource(seed+1)), until)
+		if errs[0] == nil {
+			errs[0] = a.Shutdown(false, true, time.Now())
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		errs[1] = sendAll(t, p, dataP, rand.New(rand.NewSource(seed+2)), until)
+		if errs[1] == nil {
+			errs[1] = p.Shutdown(false, true, time.Now())
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		gotA, errs[2] = recvAll(t, a, size, rand.New(rand.NewSource(seed+3)), until)
+	}()
+	go func() {
+		defer wg.Done()
+		gotP, errs[3] = recvAll(t, p, size, rand.New(rand.NewSource(seed+4)), until)
+	}()
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "worker %d\nactive:  %v\npassive: %v", i, a, p)
+	}
+	require.True(t, bytes.Equal(dataP, gotA), "active side received %d bytes, not the %d sent", len(gotA), len(dataP))
+	require.True(t, bytes.Equal(dataA, gotP), "passive side received %d bytes, not the %d sent", len(gotP), len(dataA))
+	require.True(t, a.Close(time.Now()) || true)
+	p.Close(time.Now())
+	return a.Stats(), p.Stats()
+}
+
+func TestStreamBothWays(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		markers, crc bool
+	}{
+		{"markers+crc", true, true},
+		{"crc", false, true},
+		{"markers", true, false},
+		{"plain", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Markers, cfg.CRC = tc.markers, tc.crc
+			sa, sp := exchange(t, cfg, 8<<20, 42)
+			require.True(t, sa.Up && sp.Up)
+			require.EqualValues(t, 8<<20, sa.PayloadRx)
+			require.EqualValues(t, 8<<20, sp.PayloadRx)
+			if tc.markers {
+				require.NotZero(t, sa.Rx.Markers)
+				require.NotZero(t, sp.Rx.Markers)
+			} else {
+				require.Zero(t, sa.Rx.Markers)
+			}
+			if tc.crc {
+				require.NotZero(t, sa.Rx.CRCBytes)
+			}
+		})
+	}
+}
+
+func TestSmallBuffersManyCredits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.BufSize, cfg.RecvBufs = minRecvBufSz, minRecvBufs
+	sa, _ := exchange(t, cfg, 1<<20, 7)
+	require.NotZero(t, sa.CreditUpdates)
+}
+
+func TestCloseDeliversEverythingThenEOF(t *testing.T) {
+	a, p := connPair(t, DefaultConfig())
+	until := time.Now().Add(20 * time.Second)
+	data := bytes.Repeat([]byte("libsdp"), 100000)
+	done := make(chan error, 1)
+	go func() {
+		err := sendAll(t, p, data, rand.New(rand.NewSource(1)), until)
+		if err == nil && !p.Close(time.Now()) {
+			err = errors.New("close did not finish: the peer's DisConn has not arrived yet")
+			go p.Linger(mustDup(t, p.Fd()), until)
+			err = nil
+		}
+		done <- err
+	}()
+	got, err := recvAll(t, a, len(data), rand.New(rand.NewSource(2)), until)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Equal(t, data, got)
+	k, err := a.Send([][]byte{[]byte("x")}, time.Now())
+	require.NoError(t, err, "the peer only closed its sending side as far as we know")
+	require.Equal(t, 1, k)
+}
+
+func TestCorruptedStreamFailsWithEIO(t *testing.T) {
+	cfd, afd := tcpPair(t)
+	cfg := DefaultConfig()
+	h := &Hello{Bufs: 16, IPVersion: 4, MaxAdverts: 1, DesRemRcvSz: 65536, LocalRcvSz: 65536}
+	req := AppendRequest(nil, cfg, h)
+	_, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	a := NewActive(cfd, cfg, time.Now())
+	until := time.Now().Add(10 * time.Second)
+	// Drive the active side until it has sent its Reply, then play a peer
+	// that sends an FPDU with a broken CRC.
+	_, _, _, err = a.Poll(EvOut, time.Now())
+	require.NoError(t, err)
+	buf := make([]byte, 4096)
+	n, err := unix.Read(afd, buf)
+	require.NoError(t, err)
+	require.Greater(t, n, 20, "the Reply")
+	garbage := []byte{0, 0, 0, 0, 0, 0x12, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef}
+	_, err = unix.Write(afd, garbage)
+	require.NoError(t, err)
+	_, err = recvAll(t, a, 0, rand.New(rand.NewSource(3)), until)
+	require.ErrorIs(t, err, unix.EIO)
+}
+
+func TestForeignBannerFallsBack(t *testing.T) {
+	cfd, afd := tcpPair(t)
+	a := NewActive(cfd, DefaultConfig(), time.Now())
+	_, err := unix.Write(afd, []byte("SSH-2.0-OpenSSH_9.2\r\n"))
+	require.NoError(t, err)
+	err = wait(t, a, EvIn, time.Now().Add(5*time.Second))
+	var fb *FallbackError
+	require.ErrorAs(t, err, &fb)
+	require.Equal(t, "foreign", fb.Reason)
+}
+
+func TestSilentPeerTimesOut(t *testing.T) {
+	cfd, _ := tcpPair(t)
+	cfg := DefaultConfig()
+	cfg.ConnectTimeout = 50 * time.Millisecond
+	start := time.Now()
+	a := NewActive(cfd, cfg, start)
+	_, _, deadline, err := a.Poll(EvOut, start)
+	require.NoError(t, err)
+	require.Equal(t, start.Add(cfg.ConnectTimeout), deadline)
+	_, _, _, err = a.Poll(EvOut, deadline)
+	var fb *FallbackError
+	require.ErrorAs(t, err, &fb)
+	require.Equal(t, "timeout", fb.Reason)
+}
+
+func mustDup(t *testing.T, fd int) int {
+	d, err := unix.Dup(fd)
+	require.NoError(t, err)
+	return d
+}
