@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -73,6 +74,11 @@ static struct {
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 	int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+	int (*epoll_create)(int);
+	int (*epoll_create1)(int);
+	int (*epoll_ctl)(int, int, int, struct epoll_event *);
+	int (*epoll_wait)(int, struct epoll_event *, int, int);
+	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
 } real;
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
@@ -87,6 +93,8 @@ static void resolve_real(void)
 	RESOLVE(close); RESOLVE(shutdown); RESOLVE(getsockname);
 	RESOLVE(getpeername); RESOLVE(getsockopt); RESOLVE(dup2); RESOLVE(dup3);
 	RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select); RESOLVE(pselect);
+	RESOLVE(epoll_create); RESOLVE(epoll_create1); RESOLVE(epoll_ctl);
+	RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
 }
 
 static inline void need_real(void)
@@ -241,12 +249,17 @@ enum kind {
 	K_ACTIVE,     /* connected to an SDP port; engine not attached yet */
 	K_PASSIVE,    /* accepted on an SDP port, MPA Request sent; not attached */
 	K_SDP,        /* the engine has it */
+	K_EPOLL,      /* an epoll instance (see the epoll section) */
 };
 
 #define REQ_MAX 128
 
+struct epset;
+
 struct fdent {
 	_Atomic int kind;
+	_Atomic uint32_t gen; /* changes whenever the descriptor is reused */
+	struct epset *ep;     /* K_EPOLL: SDP descriptors registered in it */
 	int family;
 	int hidden;           /* K_LISTEN: the SDP listener */
 	int reason;           /* K_TCP: enum sdp_reason */
@@ -260,6 +273,9 @@ struct fdent {
 	int reqlen;
 	uint8_t req[REQ_MAX];
 };
+
+/* Counters for the statistics line. */
+static _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets;
 
 #define FD_MAX 65536
 static struct fdent *_Atomic fdtab[FD_MAX];
@@ -296,6 +312,9 @@ static struct fdent *entry_new(int fd, int kind, int family)
 			return NULL;
 	}
 	atomic_store(&e->kind, K_NONE);
+	atomic_fetch_add(&e->gen, 1);
+	if (kind != K_EPOLL)
+		atomic_fetch_add(&n_sockets, 1);
 	e->family = family;
 	e->hidden = -1;
 	e->reason = 0;
@@ -314,13 +333,14 @@ static void entry_reset(int fd)
 	if ((unsigned)fd >= FD_MAX)
 		return;
 	struct fdent *e = atomic_load(&fdtab[fd]);
-	if (e)
+	if (e) {
 		atomic_store(&e->kind, K_NONE);
+		atomic_fetch_add(&e->gen, 1);
+	}
 }
 
 /* ---- counters ------------------------------------------------------------ */
 
-static _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX];
 
 static const char *reason_name(int r)
 {
@@ -1254,6 +1274,8 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 
 /* ---- hooks: life cycle ---------------------------------------------------- */
 
+static void epset_clear(struct fdent *e);
+
 /* forget drops what we know of fd before the descriptor goes away. */
 static void forget(int fd, struct fdent *e)
 {
@@ -1264,6 +1286,8 @@ static void forget(int fd, struct fdent *e)
 	}
 	if (k == K_SDP && e->engine_pid == getpid())
 		eng.close(fd);
+	if (k == K_EPOLL)
+		epset_clear(e);
 	entry_reset(fd);
 }
 
@@ -1361,7 +1385,7 @@ static inline int poll_special(int fd)
 	if (!e)
 		return 0;
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
-	return k != K_CAND && k != K_TCP;
+	return k != K_CAND && k != K_TCP && k != K_EPOLL;
 }
 
 static int64_t now_ms(void)
@@ -1637,6 +1661,394 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct times
 	return rc;
 }
 
+
+/* ---- hooks: epoll ---------------------------------------------------------
+ *
+ * The application's epoll instance stays a kernel one. Kernel descriptors,
+ * TCP sockets and listeners (with their hidden SDP listener, registered with
+ * the same data) are left to the kernel. An SDP connection's readiness lives
+ * in the engine, so it is registered here (struct epreg) and its socket is
+ * put into the kernel set edge-triggered with a tagged data word, only to
+ * wake epoll_wait when bytes arrive or room appears. epoll_wait asks the
+ * engine about every registered SDP descriptor, then waits in the kernel,
+ * and turns tagged kernel events into a fresh question to the engine.
+ */
+
+#define EP_TAG 0x5d9f000000000000ULL
+#define EP_TAG_MASK 0xffff000000000000ULL
+
+struct epreg {
+	int fd;
+	uint32_t gen;     /* the descriptor's generation when registered */
+	uint32_t events;  /* what the application asked for */
+	epoll_data_t data;
+	uint32_t last;    /* edge-triggered: what was ready at the last look */
+	int kfired;       /* the kernel saw activity since the last look */
+	int disabled;     /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+};
+
+struct epset {
+	pthread_mutex_t mu;
+	struct epreg *regs;
+	int n, cap;
+};
+
+static uint64_t ep_tag(int fd, uint32_t gen)
+{
+	return EP_TAG | ((uint64_t)gen << 16) | (uint16_t)fd;
+}
+
+static void epset_clear(struct fdent *e)
+{
+	struct epset *ep = e->ep;
+	if (!ep)
+		return;
+	pthread_mutex_lock(&ep->mu);
+	ep->n = 0;
+	pthread_mutex_unlock(&ep->mu);
+}
+
+static struct epset *epset_of(int epfd)
+{
+	struct fdent *e = ours(epfd);
+	if (!e || atomic_load(&e->kind) != K_EPOLL)
+		return NULL;
+	return e->ep;
+}
+
+static int track_epoll(int fd)
+{
+	if (fd < 0)
+		return fd;
+	struct fdent *e = entry_new(fd, K_EPOLL, 0);
+	if (e && !e->ep) {
+		struct epset *ep = calloc(1, sizeof *ep);
+		if (ep) {
+			pthread_mutex_init(&ep->mu, NULL);
+			e->ep = ep;
+		}
+	}
+	if (e && !e->ep)
+		atomic_store(&e->kind, K_NONE);
+	return fd;
+}
+
+EXPORT int epoll_create(int size)
+{
+	need_real();
+	return track_epoll(real.epoll_create(size));
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	need_real();
+	return track_epoll(real.epoll_create1(flags));
+}
+
+static struct epreg *epreg_find(struct epset *ep, int fd)
+{
+	for (int i = 0; i < ep->n; i++)
+		if (ep->regs[i].fd == fd)
+			return &ep->regs[i];
+	return NULL;
+}
+
+static void epreg_remove(struct epset *ep, struct epreg *r)
+{
+	*r = ep->regs[--ep->n];
+}
+
+/* is_sdp_conn says whether epoll registrations of fd are kept here: SDP
+ * connections, and sockets that may still become one (a registration made
+ * before connect() must follow the socket onto SDP). */
+static int is_sdp_conn(int k)
+{
+	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING || k == K_CAND;
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	struct fdent *e = ours(fd);
+	if (!ep || !e)
+		return real.epoll_ctl(epfd, op, fd, ev);
+	int k = atomic_load(&e->kind);
+	if (k == K_LISTEN) {
+		int r = real.epoll_ctl(epfd, op, fd, ev);
+		if (r == 0 && e->hidden >= 0) {
+			struct epoll_event hev = { 0 };
+			if (ev) {
+				hev = *ev;
+				hev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+			}
+			real.epoll_ctl(epfd, op, e->hidden, op == EPOLL_CTL_DEL ? NULL : &hev);
+		}
+		return r;
+	}
+	pthread_mutex_lock(&ep->mu);
+	struct epreg *r = epreg_find(ep, fd);
+	if (r && r->gen != atomic_load(&e->gen)) {
+		epreg_remove(ep, r); /* a registration of a closed descriptor */
+		r = NULL;
+	}
+	int rc = 0, err = 0;
+	if (!is_sdp_conn(k) && !r) {
+		pthread_mutex_unlock(&ep->mu);
+		return real.epoll_ctl(epfd, op, fd, ev);
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (r) {
+			err = EEXIST;
+			break;
+		}
+		if (!ev) {
+			err = EFAULT;
+			break;
+		}
+		if (ep->n == ep->cap) {
+			int cap = ep->cap ? ep->cap * 2 : 16;
+			struct epreg *nr = realloc(ep->regs, sizeof *nr * cap);
+			if (!nr) {
+				err = ENOMEM;
+				break;
+			}
+			ep->regs = nr;
+			ep->cap = cap;
+		}
+		uint32_t gen = atomic_load(&e->gen);
+		struct epoll_event kev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.u64 = ep_tag(fd, gen) };
+		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0) {
+			err = errno;
+			break;
+		}
+		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1 };
+		break;
+	case EPOLL_CTL_MOD:
+		if (!r) {
+			err = ENOENT;
+			break;
+		}
+		if (!ev) {
+			err = EFAULT;
+			break;
+		}
+		r->events = ev->events;
+		r->data = ev->data;
+		r->disabled = 0;
+		r->last = 0;
+		r->kfired = 1;
+		break;
+	case EPOLL_CTL_DEL:
+		if (!r) {
+			err = ENOENT;
+			break;
+		}
+		epreg_remove(ep, r);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		break;
+	default:
+		err = EINVAL;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	if (err) {
+		errno = err;
+		rc = -1;
+	}
+	return rc;
+}
+
+/* sdp_ready returns the poll events ready on an SDP connection, driving it
+ * (attach, finishing a connect, falling back) as poll_emulated does. It
+ * returns -1 when the descriptor has become a plain TCP socket. */
+static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo)
+{
+	*kwait = 0;
+	*tmo = -1;
+	int k = atomic_load(&e->kind);
+	if (k == K_CAND) { /* not decided yet: the kernel socket tells */
+		struct pollfd p = { .fd = fd, .events = want };
+		return real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+	}
+	if (k == K_CONNECTING) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (real.poll(&p, 1, 0) <= 0 || !resolve_connecting(fd, e, p.revents))
+			return 0;
+		k = atomic_load(&e->kind);
+	}
+	if (k == K_TCP || k == K_LISTEN)
+		return -1;
+	if (k == K_ACTIVE || k == K_PASSIVE) {
+		if (attach(fd, e) < 0)
+			return POLLERR;
+		k = atomic_load(&e->kind);
+		if (k == K_TCP)
+			return -1;
+	}
+	if (k != K_SDP)
+		return POLLNVAL;
+	if (e->engine_pid != getpid())
+		return POLLERR | POLLHUP;
+	int r = eng.poll(fd, want, kwait, tmo);
+	if (r <= -SDP_FALLBACK) {
+		fallback(fd, e, reason_of(r));
+		return -1;
+	}
+	return r < 0 ? POLLERR : r;
+}
+
+/* epoll_scan collects the ready SDP registrations into out. */
+static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int max, int *tmo)
+{
+	int n = 0;
+	pthread_mutex_lock(&ep->mu);
+	for (int i = 0; i < ep->n && n < max; i++) {
+		struct epreg *r = &ep->regs[i];
+		struct fdent *e = ours(r->fd);
+		if (!e || atomic_load(&e->gen) != r->gen) {
+			epreg_remove(ep, r); /* closed: the kernel dropped its part */
+			i--;
+			continue;
+		}
+		if (r->disabled)
+			continue;
+		int kw, et;
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et);
+		if (ready < 0) {
+			/* Now plain TCP on a fresh socket: the kernel takes over. */
+			struct epoll_event kev = { .events = r->events & ~EPOLLEXCLUSIVE, .data = r->data };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->fd, &kev) < 0 && errno == EEXIST)
+				real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &kev);
+			if (atomic_load(&e->kind) == K_LISTEN && e->hidden >= 0) {
+				kev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT;
+				real.epoll_ctl(epfd, EPOLL_CTL_ADD, e->hidden, &kev);
+			}
+			epreg_remove(ep, r);
+			i--;
+			continue;
+		}
+		if (et >= 0 && (*tmo < 0 || et < *tmo))
+			*tmo = et;
+		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
+		uint32_t report = rep;
+		if (r->events & EPOLLET) {
+			report = (rep & ~r->last) | (r->kfired ? rep : 0);
+			r->last = rep;
+		}
+		r->kfired = 0;
+		if (!report)
+			continue;
+		out[n].events = report;
+		out[n].data = r->data;
+		n++;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = 1;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	return n;
+}
+
+static void epoll_mark(struct epset *ep, uint64_t tag)
+{
+	int fd = (int)(tag & 0xffff);
+	uint32_t gen = (uint32_t)(tag >> 16);
+	pthread_mutex_lock(&ep->mu);
+	struct epreg *r = epreg_find(ep, fd);
+	if (r && r->gen == gen)
+		r->kfired = 1;
+	pthread_mutex_unlock(&ep->mu);
+}
+
+static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events, int max, int timeout,
+			  const sigset_t *mask)
+{
+	if (max <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	int64_t deadline = timeout >= 0 ? now_ms() + timeout : -1;
+	struct epoll_event kstack[64], *kev = kstack;
+	if (max > 64 && !(kev = malloc(sizeof *kev * max))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int result;
+	for (;;) {
+		int tmo = -1;
+		int n = epoll_scan(epfd, ep, events, max, &tmo);
+		int wait = n ? 0 : tmo;
+		if (!n && deadline >= 0) {
+			int64_t left = deadline - now_ms();
+			if (left < 0)
+				left = 0;
+			if (wait < 0 || left < wait)
+				wait = (int)left;
+		}
+		int kn = mask ? real.epoll_pwait(epfd, kev, max - n > 0 ? max - n : 1, wait, mask)
+			      : real.epoll_wait(epfd, kev, max - n > 0 ? max - n : 1, wait);
+		if (kn < 0) {
+			result = n ? n : -1;
+			break;
+		}
+		int marked = 0;
+		for (int j = 0; j < kn; j++) {
+			if ((kev[j].data.u64 & EP_TAG_MASK) == EP_TAG) {
+				epoll_mark(ep, kev[j].data.u64);
+				marked = 1;
+			} else if (n < max) {
+				events[n++] = kev[j];
+			}
+		}
+		if (n) {
+			result = n;
+			break;
+		}
+		if (!marked && deadline >= 0 && now_ms() >= deadline) {
+			result = 0;
+			break;
+		}
+	}
+	if (kev != kstack)
+		free(kev);
+	return result;
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n)
+		return real.epoll_wait(epfd, events, max, timeout);
+	return epoll_emulated(epfd, ep, events, max, timeout, NULL);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n)
+		return real.epoll_pwait(epfd, events, max, timeout, mask);
+	return epoll_emulated(epfd, ep, events, max, timeout, mask);
+}
+
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	need_real();
+	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n) {
+		static int (*pw2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+		if (!pw2)
+			pw2 = dlsym(RTLD_NEXT, "epoll_pwait2");
+		if (pw2)
+			return pw2(epfd, events, max, ts, mask);
+		return real.epoll_pwait(epfd, events, max, tmo, mask);
+	}
+	return epoll_emulated(epfd, ep, events, max, tmo, mask);
+}
+
 /* ---- process life ---------------------------------------------------------- */
 
 __attribute__((constructor)) static void shim_init(void)
@@ -1648,8 +2060,8 @@ __attribute__((constructor)) static void shim_init(void)
 
 __attribute__((destructor)) static void shim_fini(void)
 {
-	if (!cfg.stats)
-		return;
+	if (!cfg.stats || (!atomic_load(&n_sockets) && engine_pid != getpid()))
+		return; /* this process used no TCP socket */
 	char eng_line[768] = "sdp_conns=0 fpdus_tx=0 fpdus_rx=0 markers_tx=0 markers_rx=0 crc_bytes_rx=0 "
 			     "crc_errors=0 payload_tx=0 payload_rx=0";
 	if (engine_pid == getpid() && eng.stats)

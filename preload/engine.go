@@ -46,8 +46,9 @@ var (
 	ecfg    engineConfig
 	coreCfg sdpcore.Config
 
-	mu    sync.RWMutex
-	conns = map[int]*sdpcore.Conn{}
+	mu        sync.RWMutex
+	conns     = map[int]*sdpcore.Conn{}
+	lingering = map[*sdpcore.Conn]bool{} // closed by the application, still finishing
 
 	// Totals of closed connections; live ones are added when reporting.
 	closedMu    sync.Mutex
@@ -199,13 +200,17 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 }
 
 func closeConn(fd int) {
-	c := detach(fd)
+	mu.Lock()
+	c := conns[fd]
+	delete(conns, fd)
+	mu.Unlock()
 	if c == nil {
 		return
 	}
 	now := time.Now()
 	if c.Close(now) {
 		logConn(fd, c, "closed")
+		account(c)
 		return
 	}
 	// The application's descriptor is about to be closed; keep the socket
@@ -213,10 +218,20 @@ func closeConn(fd int) {
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highFd())
 	if err != nil {
 		logf(levelWarn, "fd %d: cannot keep the socket for a clean close: %v", fd, err)
+		account(c)
 		return
 	}
 	logConn(fd, c, "closing")
-	go c.Linger(dup, now.Add(coreCfg.Linger))
+	mu.Lock()
+	lingering[c] = true
+	mu.Unlock()
+	go func() {
+		c.Linger(dup, now.Add(coreCfg.Linger))
+		mu.Lock()
+		delete(lingering, c)
+		mu.Unlock()
+		account(c)
+	}()
 }
 
 // highFd is where the engine puts descriptors of its own, away from the
@@ -257,6 +272,9 @@ func statsLine() string {
 	closedMu.Unlock()
 	mu.RLock()
 	for _, c := range conns {
+		addStats(&t, c)
+	}
+	for c := range lingering {
 		addStats(&t, c)
 	}
 	mu.RUnlock()
