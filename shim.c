@@ -33,7 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
+#include <linux/sockios.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -79,6 +82,10 @@ static struct {
 	int (*epoll_ctl)(int, int, int, struct epoll_event *);
 	int (*epoll_wait)(int, struct epoll_event *, int, int);
 	int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*dup)(int);
+	int (*fcntl)(int, int, ...);
+	int (*ioctl)(int, unsigned long, ...);
+	ssize_t (*sendfile)(int, int, off_t *, size_t);
 } real;
 
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
@@ -95,6 +102,7 @@ static void resolve_real(void)
 	RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select); RESOLVE(pselect);
 	RESOLVE(epoll_create); RESOLVE(epoll_create1); RESOLVE(epoll_ctl);
 	RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
+	RESOLVE(dup); RESOLVE(fcntl); RESOLVE(ioctl); RESOLVE(sendfile);
 }
 
 static inline void need_real(void)
@@ -393,6 +401,8 @@ static struct {
 	sdp_shutdown_fn shutdown;
 	sdp_close_fn close;
 	sdp_stats_fn stats;
+	sdp_dup_fn dup;
+	sdp_query_fn query;
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -446,6 +456,8 @@ static int load_engine(void)
 			eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
 			eng.close = (sdp_close_fn)dlsym(h, "sdp_close");
 			eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
+			eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
+			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -460,7 +472,7 @@ static int load_engine(void)
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
-		    !eng.shutdown || !eng.close || !eng.stats || eng.init(&ec) != 0) {
+		    !eng.shutdown || !eng.close || !eng.stats || !eng.dup || !eng.query || eng.init(&ec) != 0) {
 			logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
 			engine_failed = 1;
 			rc = -1;
@@ -694,6 +706,25 @@ static int attach(int fd, struct fdent *e)
 
 /* ---- waiting -------------------------------------------------------------- */
 
+/* restartable says whether a blocking call interrupted by a signal should
+ * go on, as the kernel restarts it after a handler installed with
+ * SA_RESTART. Which signal arrived is not known here, so it goes on only if
+ * every installed handler asked for restarting; otherwise the caller sees
+ * EINTR, which programs must handle anyway. */
+static int restartable(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) != 0)
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) && (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return 0;
+	}
+	return 1;
+}
+
 /* wait_ready blocks until the engine says want is ready on fd (or an error
  * or hang-up is). Returns 0, -EINTR, or the engine's negative result. */
 static int wait_ready(int fd, int want)
@@ -708,7 +739,7 @@ static int wait_ready(int fd, int want)
 		if (kw == 0)
 			kw = POLLIN;
 		struct pollfd p = { .fd = fd, .events = (short)kw };
-		if (real.poll(&p, 1, tmo) < 0 && errno == EINTR)
+		if (real.poll(&p, 1, tmo) < 0 && errno == EINTR && !restartable())
 			return -EINTR;
 	}
 }
@@ -1300,22 +1331,198 @@ EXPORT int close(int fd)
 	return real.close(fd);
 }
 
+/* dup_ours gives newfd, a fresh duplicate of oldfd, the same standing: a
+ * second descriptor of the same SDP connection (the engine is told), of the
+ * same listener, or of the same TCP socket. A connection not yet handed to
+ * the engine is handed over first, so that both descriptors share one. */
+static void dup_ours(int oldfd, int newfd)
+{
+	struct fdent *o = ours(oldfd);
+	if (!o || newfd < 0 || oldfd == newfd)
+		return;
+	int k = atomic_load(&o->kind);
+	if (k == K_ACTIVE || k == K_PASSIVE) {
+		if (attach(oldfd, o) < 0)
+			return;
+		k = atomic_load(&o->kind);
+	}
+	if (k == K_EPOLL || k == K_CONNECTING)
+		return; /* a duplicate of these is left to the kernel */
+	struct fdent *n = entry_new(newfd, K_CAND, o->family);
+	if (!n)
+		return;
+	n->passive = o->passive;
+	n->app_port = o->app_port;
+	n->reason = o->reason;
+	n->engine_pid = o->engine_pid;
+	n->hidden = -1;
+	memcpy(&n->dst, &o->dst, sizeof n->dst);
+	n->dstlen = o->dstlen;
+	if (k == K_LISTEN) {
+		/* Each descriptor of a listener needs its own hidden one. */
+		n->hidden = o->hidden >= 0 ? fcntl(o->hidden, F_DUPFD_CLOEXEC, 0) : -1;
+		atomic_store(&n->kind, n->hidden >= 0 ? K_LISTEN : K_TCP);
+		return;
+	}
+	if (k == K_SDP && o->engine_pid == getpid() && eng.dup(oldfd, newfd) != 0) {
+		atomic_store(&n->kind, K_NONE);
+		return;
+	}
+	atomic_store(&n->kind, k);
+}
+
+EXPORT int dup(int oldfd)
+{
+	need_real();
+	int r = real.dup(oldfd);
+	if (r >= 0 && ours(oldfd))
+		dup_ours(oldfd, r);
+	return r;
+}
+
 EXPORT int dup2(int oldfd, int newfd)
 {
 	need_real();
 	struct fdent *e = ours(newfd);
-	if (e && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+	if (e && oldfd != newfd && real.fcntl(oldfd, F_GETFD) >= 0)
 		forget(newfd, e);
-	return real.dup2(oldfd, newfd);
+	int r = real.dup2(oldfd, newfd);
+	if (r >= 0 && ours(oldfd))
+		dup_ours(oldfd, r);
+	return r;
 }
 
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	need_real();
 	struct fdent *e = ours(newfd);
-	if (e && oldfd != newfd && fcntl(oldfd, F_GETFD) >= 0)
+	if (e && oldfd != newfd && real.fcntl(oldfd, F_GETFD) >= 0)
 		forget(newfd, e);
-	return real.dup3(oldfd, newfd, flags);
+	int r = real.dup3(oldfd, newfd, flags);
+	if (r >= 0 && ours(oldfd))
+		dup_ours(oldfd, r);
+	return r;
+}
+
+static int fcntl_common(int fd, int cmd, void *arg)
+{
+	int r = real.fcntl(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ours(fd))
+		dup_ours(fd, r);
+	return r;
+}
+
+/* fcntl's third argument is an int or a pointer; on the ABIs glibc supports
+ * both travel in the same register, so it is passed on as a pointer. */
+EXPORT int fcntl(int fd, int cmd, ...)
+{
+	need_real();
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg);
+}
+
+EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	need_real();
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_common(fd, cmd, arg);
+}
+
+EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	need_real();
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct fdent *e = ours(fd);
+	if (!e || (req != FIONREAD && req != SIOCOUTQ && req != SIOCATMARK) || !is_sdp_io(e))
+		return real.ioctl(fd, req, arg);
+	if (attach(fd, e) < 0)
+		return -1;
+	if (atomic_load(&e->kind) != K_SDP)
+		return real.ioctl(fd, req, arg);
+	if (!arg) {
+		errno = EFAULT;
+		return -1;
+	}
+	if (req == SIOCATMARK) {
+		*(int *)arg = 0; /* urgent data is not carried yet */
+		return 0;
+	}
+	int64_t v = eng.query(fd, req == FIONREAD ? SDP_QUERY_INQ : SDP_QUERY_OUTQ);
+	if (v < 0 && v > -SDP_FALLBACK) {
+		errno = (int)-v;
+		return -1;
+	}
+	if (v < 0)
+		v = 0;
+	if (req == SIOCOUTQ) {
+		int k = 0;
+		if (real.ioctl(fd, SIOCOUTQ, &k) == 0)
+			v += k;
+	}
+	*(int *)arg = v > INT_MAX ? INT_MAX : (int)v;
+	return 0;
+}
+
+/* sendfile to an SDP socket reads the file in pieces and sends them; the
+ * file offset ends where the sent bytes end, as with the kernel's. */
+static ssize_t sendfile_sdp(int out, struct fdent *e, int in, off_t *off, size_t count)
+{
+	static __thread char *buf;
+	const size_t bsz = 256 << 10;
+	if (!buf && !(buf = malloc(bsz))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	size_t done = 0;
+	off_t pos = off ? *off : 0;
+	while (done < count) {
+		size_t want = count - done < bsz ? count - done : bsz;
+		ssize_t r = off ? pread(in, buf, want, pos + done) : real.read(in, buf, want);
+		if (r <= 0) {
+			if (r < 0 && !done)
+				return -1;
+			break;
+		}
+		struct iovec v = { buf, (size_t)r };
+		ssize_t w = sdp_sendv(out, e, &v, 1, done ? MSG_DONTWAIT : 0);
+		ssize_t sent = w > 0 ? w : 0;
+		if (!off && sent < r)
+			lseek(in, (off_t)sent - r, SEEK_CUR); /* give back what was not sent */
+		done += sent;
+		if (w < 0 && !done) {
+			if (off)
+				*off = pos;
+			return -1;
+		}
+		if (sent < r)
+			break;
+	}
+	if (off)
+		*off = pos + done;
+	return done;
+}
+
+EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	need_real();
+	struct fdent *e = ours(out);
+	if (!e || !is_sdp_io(e))
+		return real.sendfile(out, in, off, count);
+	return sendfile_sdp(out, e, in, off, count);
+}
+
+EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
+{
+	return sendfile(out, in, off, count);
 }
 
 EXPORT int shutdown(int fd, int how)

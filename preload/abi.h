@@ -56,6 +56,13 @@ typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int
 typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms);
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
+/* Makes newfd a second descriptor of oldfd's connection (dup). */
+typedef int (*sdp_dup_fn)(int oldfd, int newfd);
+/* Answers ioctl-style questions: SDP_QUERY_INQ (bytes readable now) and
+ * SDP_QUERY_OUTQ (bytes not yet handed to the kernel). */
+typedef int64_t (*sdp_query_fn)(int fd, int what);
+#define SDP_QUERY_INQ 1
+#define SDP_QUERY_OUTQ 2
 /* Writes the engine's counters as "key=value ..." into buf. */
 typedef int (*sdp_stats_fn)(char *buf, int len);
 

@@ -49,6 +49,7 @@ var (
 	mu        sync.RWMutex
 	conns     = map[int]*sdpcore.Conn{}
 	lingering = map[*sdpcore.Conn]bool{} // closed by the application, still finishing
+	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 
 	// Totals of closed connections; live ones are added when reporting.
 	closedMu    sync.Mutex
@@ -199,12 +200,51 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 	return -int(en)
 }
 
+// alias makes newfd another descriptor of oldfd's connection.
+func alias(oldfd, newfd int) int {
+	mu.Lock()
+	defer mu.Unlock()
+	c := conns[oldfd]
+	if c == nil {
+		return -int(unix.EBADF)
+	}
+	fds := aliases[c]
+	if fds == nil {
+		fds = []int{oldfd}
+	}
+	aliases[c] = append(fds, newfd)
+	conns[newfd] = c
+	return 0
+}
+
+// unalias drops fd from its connection's descriptors and reports whether
+// another one still holds the connection.
+func unaliasLocked(c *sdpcore.Conn, fd int) bool {
+	fds := aliases[c]
+	for i, f := range fds {
+		if f == fd {
+			fds = append(fds[:i], fds[i+1:]...)
+			break
+		}
+	}
+	if len(fds) == 0 {
+		delete(aliases, c)
+		return false
+	}
+	aliases[c] = fds
+	if c.Fd() == fd {
+		c.SetFd(fds[0])
+	}
+	return true
+}
+
 func closeConn(fd int) {
 	mu.Lock()
 	c := conns[fd]
 	delete(conns, fd)
+	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)
 	mu.Unlock()
-	if c == nil {
+	if c == nil || shared {
 		return
 	}
 	now := time.Now()

@@ -119,6 +119,28 @@ func sdp_close(fd C.int) (rc C.int) {
 	return 0
 }
 
+//export sdp_dup
+func sdp_dup(oldfd, newfd C.int) (rc C.int) {
+	defer guard(int(oldfd), &rc)
+	return C.int(alias(int(oldfd), int(newfd)))
+}
+
+//export sdp_query
+func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int64_t(unix.EBADF)
+	}
+	switch what {
+	case C.SDP_QUERY_INQ:
+		return C.int64_t(c.Queued())
+	case C.SDP_QUERY_OUTQ:
+		return C.int64_t(c.Unsent())
+	}
+	return -C.int64_t(unix.EINVAL)
+}
+
 //export sdp_stats
 func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 	defer guard(-1, &rc)

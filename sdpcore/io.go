@@ -333,3 +333,27 @@ func (c *Conn) Linger(fd int, until time.Time) {
 		_, _ = unix.Poll(pfd, ms+1)
 	}
 }
+
+// SetFd moves the connection to another descriptor of the same socket, when
+// the one it used is closed but a duplicate stays open.
+func (c *Conn) SetFd(fd int) {
+	c.mu.Lock()
+	c.qp.SetFd(fd)
+	c.mu.Unlock()
+}
+
+// Queued returns the bytes the application can read now (FIONREAD).
+func (c *Conn) Queued() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.progress(time.Now())
+	return c.rqBytes
+}
+
+// Unsent returns the bytes taken from the application but not yet handed to
+// the kernel (the user-space part of SIOCOUTQ).
+func (c *Conn) Unsent() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.qp.TxPending()
+}
