@@ -279,6 +279,7 @@ struct fdent {
 	struct sockaddr_storage bound; /* bind: to repeat on a fresh socket */
 	socklen_t boundlen;
 	int reqlen;
+	int shared;           /* dup'ed or inherited before use: may share its socket */
 	uint8_t req[REQ_MAX];
 };
 
@@ -332,6 +333,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->dstlen = 0;
 	e->boundlen = 0;
 	e->reqlen = 0;
+	e->shared = 0;
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
 	return e;
 }
@@ -669,6 +671,28 @@ static int is_nonblocking(int fd)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/* attach_siblings makes the other pending descriptors of fd's socket
+ * (sshd's 0 and 1 after dup2 and exec) descriptors of the same engine
+ * connection. They are found by the socket's inode. */
+static void attach_siblings(int fd)
+{
+	struct stat a, b;
+	if (fstat(fd, &a) < 0)
+		return;
+	for (int i = 0; i < FD_MAX; i++) {
+		struct fdent *o = i == fd ? NULL : atomic_load_explicit(&fdtab[i], memory_order_acquire);
+		if (!o || !o->shared)
+			continue;
+		int k = atomic_load(&o->kind);
+		if ((k != K_PASSIVE && k != K_ACTIVE) || fstat(i, &b) < 0 || b.st_ino != a.st_ino || b.st_dev != a.st_dev)
+			continue;
+		if (eng.dup(fd, i) == 0) {
+			o->engine_pid = getpid();
+			atomic_store(&o->kind, K_SDP);
+		}
+	}
+}
+
 /* attach hands a connected SDP socket to this process's engine. It returns
  * 0, or -1 with errno. A connecting-side socket whose engine cannot be had
  * falls back to TCP. */
@@ -701,6 +725,8 @@ static int attach(int fd, struct fdent *e)
 	}
 	e->engine_pid = getpid();
 	atomic_store(&e->kind, K_SDP);
+	if (e->shared)
+		attach_siblings(fd);
 	return 0;
 }
 
@@ -1341,11 +1367,6 @@ static void dup_ours(int oldfd, int newfd)
 	if (!o || newfd < 0 || oldfd == newfd)
 		return;
 	int k = atomic_load(&o->kind);
-	if (k == K_ACTIVE || k == K_PASSIVE) {
-		if (attach(oldfd, o) < 0)
-			return;
-		k = atomic_load(&o->kind);
-	}
 	if (k == K_EPOLL || k == K_CONNECTING)
 		return; /* a duplicate of these is left to the kernel */
 	struct fdent *n = entry_new(newfd, K_CAND, o->family);
@@ -1367,6 +1388,14 @@ static void dup_ours(int oldfd, int newfd)
 	if (k == K_SDP && o->engine_pid == getpid() && eng.dup(oldfd, newfd) != 0) {
 		atomic_store(&n->kind, K_NONE);
 		return;
+	}
+	if (k == K_ACTIVE || k == K_PASSIVE) {
+		/* Not handed to the engine yet (sshd dup2s before exec, where no
+		 * engine may be loaded): both stay pending, and whichever is used
+		 * first brings the other along (attach_siblings). */
+		memcpy(n->req, o->req, o->reqlen);
+		n->reqlen = o->reqlen;
+		n->shared = o->shared = 1;
 	}
 	atomic_store(&n->kind, k);
 }
@@ -2256,6 +2285,259 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const str
 	return epoll_emulated(epfd, ep, events, max, tmo, mask);
 }
 
+
+/* ---- hooks: exec ------------------------------------------------------------
+ *
+ * execve replaces the process image and with it the descriptor table, but
+ * not the descriptors. sshd accepts a connection, dup2s it onto 0 and 1 and
+ * re-executes itself, so a connection accepted but not yet used must arrive
+ * in the new image still known as SDP. Before exec, what the table knows of
+ * every descriptor that survives exec is written into LIBSDP_INHERIT; the
+ * new image reads it back when the shim starts. A connection the engine
+ * already drove cannot follow (its state lived in the old image): the new
+ * image knows it as SDP, gets EIO on use and logs why.
+ */
+
+#define INHERIT_VAR "LIBSDP_INHERIT"
+
+static char *inherit_string(void)
+{
+	size_t cap = 256, len = 0;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	len = snprintf(out, cap, INHERIT_VAR "=1");
+	for (int fd = 0; fd < FD_MAX; fd++) {
+		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
+		if (!e)
+			continue;
+		int k = atomic_load(&e->kind);
+		if (k != K_PASSIVE && k != K_ACTIVE && k != K_LISTEN && k != K_SDP)
+			continue;
+		int fl = real.fcntl(fd, F_GETFD);
+		if (fl < 0 || (fl & FD_CLOEXEC))
+			continue;
+		if (k == K_LISTEN && e->hidden >= 0) /* the hidden listener goes too */
+			real.fcntl(e->hidden, F_SETFD, 0);
+		size_t need = len + 64 + 2 * (size_t)e->reqlen;
+		if (need > cap) {
+			cap = need * 2;
+			char *n = realloc(out, cap);
+			if (!n) {
+				free(out);
+				return NULL;
+			}
+			out = n;
+		}
+		len += snprintf(out + len, cap - len, ";%d,%d,%d,%d,%u,%d,", fd, k, e->family, e->passive,
+				e->app_port, k == K_LISTEN ? e->hidden : -1);
+		if (k == K_PASSIVE)
+			for (int i = 0; i < e->reqlen; i++)
+				len += snprintf(out + len, cap - len, "%02x", e->req[i]);
+		if (k == K_SDP)
+			logmsg(1, "fd %d: an SDP connection in use cannot follow exec; the new program gets EIO on it", fd);
+	}
+	return out;
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* adopt_inherited rebuilds the table from LIBSDP_INHERIT after exec. */
+static void adopt_inherited(void)
+{
+	const char *v = getenv(INHERIT_VAR);
+	if (!v || strncmp(v, "1", 1))
+		return;
+	for (const char *p = strchr(v, ';'); p; p = strchr(p + 1, ';')) {
+		int fd, k, fam, passive, hidden, n = 0;
+		unsigned port;
+		if (sscanf(p + 1, "%d,%d,%d,%d,%u,%d,%n", &fd, &k, &fam, &passive, &port, &hidden, &n) < 6 || !n)
+			continue;
+		int type = 0;
+		socklen_t tl = sizeof type;
+		if (real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
+			continue; /* not the socket it was */
+		struct fdent *e = entry_new(fd, K_CAND, fam);
+		if (!e)
+			continue;
+		e->passive = passive;
+		e->app_port = (uint16_t)port;
+		e->shared = 1;
+		if (k == K_LISTEN) {
+			if (hidden >= 0) {
+				real.fcntl(hidden, F_SETFD, FD_CLOEXEC);
+				e->hidden = hidden;
+			}
+			atomic_store(&e->kind, hidden >= 0 ? K_LISTEN : K_TCP);
+			continue;
+		}
+		if (k == K_PASSIVE) {
+			const char *h = p + 1 + n;
+			int i = 0;
+			while (i < REQ_MAX && hexval(h[0]) >= 0 && hexval(h[1]) >= 0) {
+				e->req[i++] = (uint8_t)(hexval(h[0]) << 4 | hexval(h[1]));
+				h += 2;
+			}
+			e->reqlen = i;
+		}
+		if (k == K_SDP)
+			e->engine_pid = -1; /* driven by the old image: unusable here */
+		atomic_store(&e->kind, k == K_PASSIVE || k == K_ACTIVE || k == K_SDP ? k : K_TCP);
+	}
+	unsetenv(INHERIT_VAR);
+}
+
+/* env_with_inherit returns envp without any old LIBSDP_INHERIT and with the
+ * current one (or envp itself when there is nothing to pass on). */
+static char **env_with_inherit(char *const envp[], char **var)
+{
+	*var = inherit_string();
+	if (!*var || !strchr(*var, ';')) {
+		free(*var);
+		*var = NULL;
+		return (char **)envp;
+	}
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	char **out = malloc(sizeof *out * (n + 2));
+	if (!out)
+		return (char **)envp;
+	size_t j = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], INHERIT_VAR "=", sizeof INHERIT_VAR))
+			out[j++] = envp[i];
+	out[j++] = *var;
+	out[j] = NULL;
+	return out;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	need_real();
+	static int (*real_execve)(const char *, char *const[], char *const[]);
+	if (!real_execve)
+		real_execve = dlsym(RTLD_NEXT, "execve");
+	char *var;
+	char **env = env_with_inherit(envp, &var);
+	int r = real_execve(path, argv, env);
+	int saved = errno;
+	if (env != envp)
+		free(env);
+	free(var);
+	errno = saved;
+	return r;
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	need_real();
+	static int (*real_execvpe)(const char *, char *const[], char *const[]);
+	if (!real_execvpe)
+		real_execvpe = dlsym(RTLD_NEXT, "execvpe");
+	char *var;
+	char **env = env_with_inherit(envp, &var);
+	int r = real_execvpe(file, argv, env);
+	int saved = errno;
+	if (env != envp)
+		free(env);
+	free(var);
+	errno = saved;
+	return r;
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	need_real();
+	static int (*real_fexecve)(int, char *const[], char *const[]);
+	if (!real_fexecve)
+		real_fexecve = dlsym(RTLD_NEXT, "fexecve");
+	char *var;
+	char **env = env_with_inherit(envp, &var);
+	int r = real_fexecve(fd, argv, env);
+	int saved = errno;
+	if (env != envp)
+		free(env);
+	free(var);
+	errno = saved;
+	return r;
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* collect_args turns execl's variable arguments into an argv array. */
+#define COLLECT_ARGS(first, ap, argv)                                      \
+	do {                                                               \
+		size_t n_ = 1, cap_ = 16;                                  \
+		argv = malloc(sizeof(char *) * cap_);                      \
+		if (!argv) {                                               \
+			errno = ENOMEM;                                    \
+			return -1;                                         \
+		}                                                          \
+		argv[0] = (char *)(first);                                 \
+		for (char *a_; (a_ = va_arg(ap, char *)) != NULL;) {       \
+			if (n_ + 1 >= cap_) {                              \
+				char **m_ = realloc(argv, sizeof(char *) * (cap_ *= 2)); \
+				if (!m_) {                                 \
+					free(argv);                        \
+					errno = ENOMEM;                    \
+					return -1;                         \
+				}                                          \
+				argv = m_;                                 \
+			}                                                  \
+			argv[n_++] = a_;                                   \
+		}                                                          \
+		argv[n_] = NULL;                                           \
+	} while (0)
+
+EXPORT int execl(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	int r = execve(path, argv, environ);
+	free(argv);
+	return r;
+}
+
+EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	va_end(ap);
+	int r = execvpe(file, argv, environ);
+	free(argv);
+	return r;
+}
+
+EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char **argv;
+	va_list ap;
+	va_start(ap, arg);
+	COLLECT_ARGS(arg, ap, argv);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	int r = execve(path, argv, envp);
+	free(argv);
+	return r;
+}
+
 /* ---- process life ---------------------------------------------------------- */
 
 __attribute__((constructor)) static void shim_init(void)
@@ -2263,6 +2545,7 @@ __attribute__((constructor)) static void shim_init(void)
 	need_real();
 	cfg.log_fd = 2;
 	read_config();
+	adopt_inherited();
 }
 
 __attribute__((destructor)) static void shim_fini(void)
