@@ -49,6 +49,8 @@ type QP struct {
 
 	scratch [][]byte
 	hdr     [DDPUntaggedHeaderLen]byte
+
+	rdma // memory regions, RDMA Read state, completions, faults (rdma.go)
 }
 
 const (
@@ -68,6 +70,7 @@ var ErrClosed = errors.New("iwarp: connection closed by peer")
 // MPA negotiation phase: raw bytes only, until StartFullOperation.
 func NewQP(fd int) *QP {
 	q := &QP{fd: fd}
+	q.ird, q.ord = DefaultIRD, DefaultORD
 	for i := range q.sendMSN {
 		q.sendMSN[i] = 1
 		q.recvMSN[i] = 1
@@ -138,13 +141,39 @@ func (q *QP) PostSend(op Opcode, parts ...[]byte) {
 }
 
 func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) {
+	msn := q.sendMSN[qn]
+	q.sendMSN[qn]++
+	q.post(segHeader{ctrl: RDMAPCtrl(op), inv: invSTag, qn: qn, msn: msn}, parts)
+}
+
+// postTagged queues a tagged RDMAP message (RDMA Write or Read Response)
+// that places the concatenation of parts at stag, starting at offset to.
+func (q *QP) postTagged(op Opcode, stag STag, to uint64, parts [][]byte) {
+	q.post(segHeader{tagged: true, ctrl: RDMAPCtrl(op), stag: uint32(stag), to: to}, parts)
+}
+
+// segHeader is what the DDP headers of one message's segments share; each
+// segment adds its offset (MO, or to TO) and the Last flag.
+type segHeader struct {
+	tagged       bool
+	ctrl         uint8
+	inv, qn, msn uint32
+	stag         uint32
+	to           uint64
+}
+
+// post cuts one message into DDP segments that fit the MULPDU and frames
+// each into the transmit buffer. A zero-length message is one segment.
+func (q *QP) post(h segHeader, parts [][]byte) {
 	total := 0
 	for _, p := range parts {
 		total += len(p)
 	}
-	maxData := q.mulpdu - DDPUntaggedHeaderLen
-	msn := q.sendMSN[qn]
-	q.sendMSN[qn]++
+	hl := DDPUntaggedHeaderLen
+	if h.tagged {
+		hl = DDPTaggedHeaderLen
+	}
+	maxData := q.mulpdu - hl
 	mo := 0
 	pi, po := 0, 0 // position in parts
 	for {
@@ -153,8 +182,12 @@ func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) 
 			n = maxData
 		}
 		last := mo+n == total
-		EncodeUntaggedHeader(q.hdr[:], last, RDMAPCtrl(op), invSTag, qn, msn, uint32(mo))
-		seg := append(q.scratch[:0], q.hdr[:])
+		if h.tagged {
+			EncodeTaggedHeader(q.hdr[:], last, h.ctrl, h.stag, h.to+uint64(mo))
+		} else {
+			EncodeUntaggedHeader(q.hdr[:], last, h.ctrl, h.inv, h.qn, h.msn, uint32(mo))
+		}
+		seg := append(q.scratch[:0], q.hdr[:hl])
 		for need := n; need > 0; {
 			p := parts[pi][po:]
 			if len(p) > need {
@@ -229,6 +262,7 @@ func (q *QP) Flush() error {
 		}
 		if short || int(r) < n {
 			q.dropSentEnds()
+			q.retireResponses()
 			return unix.EAGAIN
 		}
 	}
@@ -239,6 +273,7 @@ func (q *QP) Flush() error {
 	}
 	q.txoff = 0
 	q.txEnds = q.txEnds[:0]
+	q.respEnds = q.respEnds[:0]
 	return nil
 }
 
@@ -350,30 +385,60 @@ func (s *Segment) Release() {
 
 // NextSegment returns the next complete segment from the received bytes,
 // ErrNeedMore when a whole FPDU has not arrived yet, or the protocol fault.
+//
+// Segments that the QP handles itself are not returned: tagged segments (RDMA
+// Write, Read Response) are placed into their registered regions, and Read
+// Requests are answered with Read Responses queued for Flush. A Send with
+// Invalidate invalidates its STag before its last segment is returned.
+// After a fault every later call returns the same fault, which PostTerminate
+// reports to the peer with the offending headers.
 func (q *QP) NextSegment() (Segment, error) {
-	if q.cur == nil || q.rxr == q.rxw {
-		return Segment{}, ErrNeedMore
+	if q.fault != nil {
+		return Segment{}, q.fault
 	}
-	ulpdu, n, err := q.rx.Next(q.cur.buf[q.rxr:q.rxw])
-	if err != nil {
-		if err == ErrNeedMore {
-			// An FPDU larger than the room left: make room before the next read.
-			q.ensureRoom(rxMinRead)
+	for {
+		if q.cur == nil || q.rxr == q.rxw {
+			return Segment{}, ErrNeedMore
 		}
-		return Segment{}, err
-	}
-	q.rxr += n
-	seg, err := ParseDDPSegment(ulpdu)
-	if err != nil {
-		return Segment{}, err
-	}
-	if !seg.Tagged {
+		ulpdu, n, err := q.rx.Next(q.cur.buf[q.rxr:q.rxw])
+		if err != nil {
+			if err == ErrNeedMore {
+				// An FPDU larger than the room left: make room before the next read.
+				q.ensureRoom(rxMinRead)
+				return Segment{}, err
+			}
+			return Segment{}, q.setFault(err, nil)
+		}
+		q.rxr += n
+		seg, err := ParseDDPSegment(ulpdu)
+		if err != nil {
+			return Segment{}, q.setFault(err, ulpdu)
+		}
+		if seg.Tagged {
+			if err := q.placeTagged(&seg); err != nil {
+				return Segment{}, q.setFault(err, ulpdu)
+			}
+			continue
+		}
 		if err := q.checkUntagged(&seg); err != nil {
-			return Segment{}, err
+			return Segment{}, q.setFault(err, ulpdu)
 		}
+		switch seg.Opcode() {
+		case OpReadRequest:
+			if err := q.answerRead(&seg); err != nil {
+				return Segment{}, q.setFault(err, ulpdu)
+			}
+			continue
+		case OpSendInvalidate, OpSendSEInvalidate:
+			if seg.Last {
+				if err := q.remoteInvalidate(&seg); err != nil {
+					return Segment{}, q.setFault(err, ulpdu)
+				}
+			}
+		}
+		q.cur.refs++
+		return Segment{DDPSegment: seg, chunk: q.cur}, nil
 	}
-	q.cur.refs++
-	return Segment{DDPSegment: seg, chunk: q.cur}, nil
 }
 
 // checkUntagged enforces RFC 5041 §5.3 ordering for untagged queues: MSN
@@ -425,9 +490,9 @@ const (
 func (q *QP) Full() bool { return q.full }
 
 // PostTerminate queues a Terminate message (RDMAP opcode 7 on QN 2) that
-// reports err to the peer.
+// reports err to the peer. When err is the fault NextSegment returned, the
+// Terminate also carries the offending segment's headers.
 func (q *QP) PostTerminate(err *Error) {
-	var b [TerminateHeaderLen]byte
-	EncodeTerminate(b[:], TerminateFor(err))
-	q.postUntagged(OpTerminate, 2, 0, [][]byte{b[:]})
+	var b [termBufLen]byte
+	q.postUntagged(OpTerminate, QNTerminate, 0, [][]byte{q.terminatePayload(b[:0], err)})
 }
