@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <fnmatch.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -40,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,8 +125,9 @@ static struct {
 	int buf_size, recv_bufs;
 	int log_level;
 	int log_fd;
+	int log_syslog;
 	int stats;
-} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0 };
+} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0, 0 };
 
 static void logmsg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logmsg(int level, const char *fmt, ...)
@@ -139,6 +142,11 @@ static void logmsg(int level, const char *fmt, ...)
 	va_end(ap);
 	if (n > (int)sizeof buf - 2)
 		n = sizeof buf - 2;
+	if (cfg.log_syslog) {
+		buf[n] = 0;
+		syslog(level == 0 ? LOG_ERR : level == 1 ? LOG_WARNING : level == 2 ? LOG_INFO : LOG_DEBUG, "%s", buf);
+		return;
+	}
 	buf[n++] = '\n';
 	need_real();
 	ssize_t w = real.write(cfg.log_fd, buf, n);
@@ -173,11 +181,10 @@ static int env_bool(const char *name, int def)
 	return def;
 }
 
-static void open_log(void)
+/* open_log_path opens the log file: %p becomes the process id; links are
+ * not followed and the file is private to the user. */
+static void open_log_path(const char *path)
 {
-	const char *path = getenv("SDP_LOG_FILE");
-	if (!path || !*path)
-		return;
 	char buf[PATH_MAX];
 	size_t o = 0;
 	for (const char *p = path; *p && o < sizeof buf - 16; p++) {
@@ -191,18 +198,28 @@ static void open_log(void)
 	buf[o] = 0;
 	int fd = open(buf, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		logmsg(0, "cannot open SDP_LOG_FILE %s: %s; logging to stderr", buf, strerror(errno));
+		logmsg(0, "cannot open log file %s: %s; logging to stderr", buf, strerror(errno));
 		return;
 	}
 	/* Keep the log away from the low descriptors applications use. */
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 900);
+	need_real();
+	int hi = real.fcntl(fd, F_DUPFD_CLOEXEC, 900);
 	if (hi >= 0) {
-		need_real();
 		real.close(fd);
 		fd = hi;
 	}
 	cfg.log_fd = fd;
+	cfg.log_syslog = 0;
 }
+
+static void open_log(void)
+{
+	const char *path = getenv("SDP_LOG_FILE");
+	if (path && *path)
+		open_log_path(path);
+}
+
+static void load_rules(const char *path);
 
 static void read_config(void)
 {
@@ -244,7 +261,19 @@ static void read_config(void)
 	cfg.buf_size = env_int("SDP_BUF_SIZE", cfg.buf_size, 1040, 1 << 20);
 	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 4, 1024);
 	cfg.stats = env_bool("SDP_STATS", 0);
+	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
+		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
+		return;
+	}
+	const char *conf = getenv("SDP_CONFIG_FILE");
+	if (!conf || !*conf)
+		conf = getenv("LIBSDP_CONFIG_FILE");
+	load_rules(conf && *conf ? conf : "/etc/libsdp.conf");
+	/* An explicit SDP_LOG_* in the environment wins over the file's log. */
+	if (getenv("SDP_LOG_FILE") && *getenv("SDP_LOG_FILE"))
+		open_log();
 }
+
 
 /* ---- the descriptor table --------------------------------------------- */
 
@@ -280,6 +309,8 @@ struct fdent {
 	socklen_t boundlen;
 	int reqlen;
 	int shared;           /* dup'ed or inherited before use: may share its socket */
+	int sdp_only;         /* a rule says sdp: no TCP fallback, no TCP clients */
+	int so_error;         /* a failed non-blocking connect, for SO_ERROR */
 	uint8_t req[REQ_MAX];
 };
 
@@ -334,6 +365,8 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->boundlen = 0;
 	e->reqlen = 0;
 	e->shared = 0;
+	e->sdp_only = 0;
+	e->so_error = 0;
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
 	return e;
 }
@@ -559,6 +592,245 @@ static int build_request(uint8_t *b, int fd, uint16_t app_port)
 	return 20 + pdlen;
 }
 
+/* ---- rules: OFED libsdp.conf ----------------------------------------------
+ *
+ *   log [destination stderr | syslog | file <path>] [min-level <1-9>]
+ *   use sdp|tcp|both server|listen|connect|client <program> <address>[/<bits>]:<port>[-<port>]
+ *
+ * <program> is a shell pattern matched against the program's name, <address>
+ * an IPv4 address, a bracketed IPv6 address or '*', <port> a number or '*'.
+ * The first matching rule wins; no match means both. A file that has no use
+ * rule means sdp, as in OFED libsdp. A syntax error is reported once, with
+ * file and line, and then no rule of the file applies.
+ */
+
+enum { ROLE_SERVER, ROLE_CLIENT };
+
+struct rule {
+	int mode, role;
+	char prog[64];
+	int any_addr, family, bits;
+	uint8_t addr[16];
+	int port_lo, port_hi;
+};
+
+static struct rule *rules;
+static int n_rules, rules_loaded;
+
+static int parse_addr_port(char *s, struct rule *r)
+{
+	char *colon = strrchr(s, ':');
+	if (!colon)
+		return -1;
+	*colon = 0;
+	char *port = colon + 1;
+	if (!strcmp(port, "*")) {
+		r->port_lo = 0;
+		r->port_hi = 65535;
+	} else {
+		char *end;
+		long lo = strtol(port, &end, 10), hi = lo;
+		if (*end == '-')
+			hi = strtol(end + 1, &end, 10);
+		if (*end || lo < 0 || hi > 65535 || lo > hi || port == end)
+			return -1;
+		r->port_lo = (int)lo;
+		r->port_hi = (int)hi;
+	}
+	if (!strcmp(s, "*")) {
+		r->any_addr = 1;
+		return 0;
+	}
+	char *slash = strchr(s, '/');
+	int bits = -1;
+	if (slash) {
+		*slash = 0;
+		char *end;
+		bits = (int)strtol(slash + 1, &end, 10);
+		if (*end || slash[1] == 0)
+			return -1;
+	}
+	if (s[0] == '[') {
+		size_t n = strlen(s);
+		if (n < 3 || s[n - 1] != ']')
+			return -1;
+		s[n - 1] = 0;
+		if (inet_pton(AF_INET6, s + 1, r->addr) != 1)
+			return -1;
+		r->family = AF_INET6;
+		r->bits = bits < 0 ? 128 : bits;
+		return r->bits <= 128 ? 0 : -1;
+	}
+	if (inet_pton(AF_INET, s, r->addr + 12) != 1)
+		return -1;
+	r->family = AF_INET;
+	r->bits = bits < 0 ? 32 : bits;
+	return r->bits <= 32 ? 0 : -1;
+}
+
+static int parse_log(char **tok, int n, const char *file, int line)
+{
+	for (int i = 1; i < n; i++) {
+		if (!strcmp(tok[i], "destination") && i + 1 < n) {
+			i++;
+			if (!strcmp(tok[i], "stderr")) {
+				cfg.log_fd = 2;
+			} else if (!strcmp(tok[i], "syslog")) {
+				cfg.log_syslog = 1;
+			} else if (!strcmp(tok[i], "file") && i + 1 < n) {
+				open_log_path(tok[++i]);
+			} else {
+				logmsg(0, "%s:%d: log destination must be stderr, syslog or file <path>", file, line);
+				return -1;
+			}
+		} else if (!strcmp(tok[i], "min-level") && i + 1 < n) {
+			char *end;
+			long v = strtol(tok[++i], &end, 10);
+			if (*end || v < 1 || v > 9) {
+				logmsg(0, "%s:%d: min-level must be 1 to 9", file, line);
+				return -1;
+			}
+			/* 1 is the most verbose, 9 errors only */
+			cfg.log_level = v >= 9 ? 0 : v >= 6 ? 1 : v >= 3 ? 2 : 3;
+		} else {
+			logmsg(0, "%s:%d: unknown log option '%s'", file, line, tok[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int parse_use(char **tok, int n, struct rule *r, const char *file, int line)
+{
+	if (n != 5) {
+		logmsg(0, "%s:%d: use needs: sdp|tcp|both server|connect <program> <address>:<port>", file, line);
+		return -1;
+	}
+	memset(r, 0, sizeof *r);
+	if (!strcmp(tok[1], "sdp"))
+		r->mode = MODE_SDP;
+	else if (!strcmp(tok[1], "tcp"))
+		r->mode = MODE_TCP;
+	else if (!strcmp(tok[1], "both"))
+		r->mode = MODE_BOTH;
+	else {
+		logmsg(0, "%s:%d: '%s' is not sdp, tcp or both", file, line, tok[1]);
+		return -1;
+	}
+	if (!strcmp(tok[2], "server") || !strcmp(tok[2], "listen"))
+		r->role = ROLE_SERVER;
+	else if (!strcmp(tok[2], "connect") || !strcmp(tok[2], "client"))
+		r->role = ROLE_CLIENT;
+	else {
+		logmsg(0, "%s:%d: '%s' is not server, listen, connect or client", file, line, tok[2]);
+		return -1;
+	}
+	snprintf(r->prog, sizeof r->prog, "%s", tok[3]);
+	if (parse_addr_port(tok[4], r) < 0) {
+		logmsg(0, "%s:%d: bad address:port '%s'", file, line, tok[4]);
+		return -1;
+	}
+	return 0;
+}
+
+static void load_rules(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		if (errno != ENOENT || getenv("SDP_CONFIG_FILE") || getenv("LIBSDP_CONFIG_FILE"))
+			logmsg(0, "cannot read %s: %s; no rules apply", path, strerror(errno));
+		return;
+	}
+	char line[1024];
+	int lineno = 0, cap = 0, bad = 0;
+	struct rule *list = NULL;
+	int n = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *tok[16];
+		int nt = 0;
+		for (char *save, *t = strtok_r(line, " \t\r\n", &save); t && nt < 16; t = strtok_r(NULL, " \t\r\n", &save))
+			tok[nt++] = t;
+		if (!nt)
+			continue;
+		if (!strcmp(tok[0], "log")) {
+			if (parse_log(tok, nt, path, lineno) < 0) {
+				bad = 1;
+				break;
+			}
+			continue;
+		}
+		if (strcmp(tok[0], "use")) {
+			logmsg(0, "%s:%d: unknown statement '%s'", path, lineno, tok[0]);
+			bad = 1;
+			break;
+		}
+		if (n == cap) {
+			cap = cap ? cap * 2 : 8;
+			struct rule *nl = realloc(list, sizeof *nl * cap);
+			if (!nl) {
+				bad = 1;
+				break;
+			}
+			list = nl;
+		}
+		if (parse_use(tok, nt, &list[n], path, lineno) < 0) {
+			bad = 1;
+			break;
+		}
+		n++;
+	}
+	fclose(f);
+	if (bad) {
+		logmsg(0, "%s: ignoring its rules; the defaults apply", path);
+		free(list);
+		return;
+	}
+	rules = list;
+	n_rules = n;
+	rules_loaded = 1;
+}
+
+static int addr_match(const struct rule *r, const struct sockaddr *sa)
+{
+	if (r->any_addr)
+		return 1;
+	uint8_t ip[16];
+	ip16(sa, ip);
+	int v4 = sa->sa_family == AF_INET ||
+		 (sa->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)sa)->sin6_addr));
+	if ((r->family == AF_INET) != v4)
+		return 0;
+	int off = v4 ? 12 : 0, bits = r->bits;
+	for (int i = 0; bits > 0; i++, bits -= 8) {
+		uint8_t mask = bits >= 8 ? 0xff : (uint8_t)(0xff << (8 - bits));
+		if ((ip[off + i] & mask) != (r->addr[off + i] & mask))
+			return 0;
+	}
+	return 1;
+}
+
+/* rule_mode says how a listener (ROLE_SERVER, its local address) or a
+ * connection (ROLE_CLIENT, its destination) of this program is carried. */
+static int rule_mode(int role, const struct sockaddr *sa)
+{
+	if (!rules_loaded)
+		return cfg.mode;
+	if (!n_rules)
+		return MODE_SDP;
+	int port = sa_port(sa);
+	for (int i = 0; i < n_rules; i++) {
+		const struct rule *r = &rules[i];
+		if (r->role == role && port >= r->port_lo && port <= r->port_hi && addr_match(r, sa) &&
+		    fnmatch(r->prog, program_invocation_short_name, 0) == 0)
+			return r->mode;
+	}
+	return MODE_BOTH;
+}
+
 /* ---- negative cache: destinations without an SDP listener --------------- */
 
 #define NEG_SLOTS 256
@@ -644,14 +916,17 @@ static int replace_socket(int fd, struct fdent *e)
  * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
-	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
-		neg_add((struct sockaddr *)&e->dst);
-	mark_tcp(fd, e, reason);
-	if (cfg.mode == MODE_SDP) {
-		logmsg(0, "fd %d: no SDP peer (%s) and SDP_MODE=sdp", fd, reason_name(reason));
+	if (e->sdp_only) {
+		logmsg(1, "fd %d: no SDP peer (%s) and the configuration says sdp only", fd, reason_name(reason));
+		atomic_store(&e->kind, K_TCP);
+		e->reason = reason;
+		e->so_error = ECONNREFUSED;
 		errno = ECONNREFUSED;
 		return -1;
 	}
+	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
+		neg_add((struct sockaddr *)&e->dst);
+	mark_tcp(fd, e, reason);
 	if (replace_socket(fd, e) < 0)
 		return -1;
 	return real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
@@ -970,8 +1245,8 @@ static int resolve_connecting(int fd, struct fdent *e, short revents)
 	}
 	if (err == ECONNREFUSED || err == ECONNRESET) {
 		int r = fallback(fd, e, SDP_REASON_REFUSED);
-		if (r < 0 && errno != EINPROGRESS)
-			logmsg(1, "fd %d: TCP reconnect failed: %s", fd, strerror(errno));
+		if (r < 0 && errno != EINPROGRESS && !e->so_error)
+			e->so_error = errno;
 		return 1;
 	}
 	/* Unreachable or timed out: TCP to the same host would fare no better.
@@ -988,7 +1263,7 @@ EXPORT int socket(int domain, int type, int protocol)
 	int fd = real.socket(domain, type, protocol);
 	if (fd >= 0 && (domain == AF_INET || domain == AF_INET6) &&
 	    (type & 0xff) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP)) {
-		if (cfg.mode != MODE_TCP)
+		if (cfg.mode != MODE_TCP || n_rules)
 			entry_new(fd, K_CAND, domain);
 	}
 	return fd;
@@ -1025,6 +1300,12 @@ EXPORT int listen(int fd, int backlog)
 	if (real.getsockname(fd, (struct sockaddr *)&a, &al) < 0)
 		return r;
 	int port = sa_port((struct sockaddr *)&a);
+	int mode = rule_mode(ROLE_SERVER, (struct sockaddr *)&a);
+	if (mode == MODE_TCP) {
+		atomic_store(&e->kind, K_TCP);
+		e->reason = SDP_REASON_RULE;
+		return r;
+	}
 	if (!engine_usable()) {
 		atomic_store(&e->kind, K_TCP);
 		e->reason = SDP_REASON_AFTER_FORK;
@@ -1052,6 +1333,7 @@ EXPORT int listen(int fd, int backlog)
 	}
 	e->hidden = h;
 	e->app_port = port;
+	e->sdp_only = mode == MODE_SDP;
 	atomic_store(&e->kind, K_LISTEN);
 	logmsg(2, "fd %d listening on port %d, SDP on port %d", fd, port, sdp_port(port));
 	return r;
@@ -1104,6 +1386,19 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 				continue;
 		}
 		c = real.accept4(fd, addr, len, flags);
+		if (c >= 0 && l->sdp_only) {
+			/* A rule says sdp for this listener: a plain client is turned
+			 * away as if nothing listened. */
+			struct linger lg = { 1, 0 };
+			setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+			real.close(c);
+			logmsg(2, "fd %d: turned away a TCP client (rule says sdp)", fd);
+			if (nb) {
+				errno = EAGAIN;
+				return -1;
+			}
+			continue;
+		}
 		if (c >= 0) {
 			struct fdent *e = entry_new(c, K_CAND, l->family);
 			if (e) {
@@ -1160,7 +1455,13 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		mark_tcp(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
 		return real.connect(fd, addr, len);
 	}
-	if (cfg.mode == MODE_BOTH && neg_lookup(addr)) {
+	int mode = rule_mode(ROLE_CLIENT, addr);
+	if (mode == MODE_TCP) {
+		mark_tcp(fd, e, SDP_REASON_RULE);
+		return real.connect(fd, addr, len);
+	}
+	e->sdp_only = mode == MODE_SDP;
+	if (mode == MODE_BOTH && neg_lookup(addr)) {
 		mark_tcp(fd, e, SDP_REASON_CACHED);
 		return real.connect(fd, addr, len);
 	}
@@ -1375,6 +1676,7 @@ static void dup_ours(int oldfd, int newfd)
 	n->passive = o->passive;
 	n->app_port = o->app_port;
 	n->reason = o->reason;
+	n->sdp_only = o->sdp_only;
 	n->engine_pid = o->engine_pid;
 	n->hidden = -1;
 	memcpy(&n->dst, &o->dst, sizeof n->dst);
@@ -1608,6 +1910,12 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		if (real.poll(&p, 1, 0) > 0)
 			resolve_connecting(fd, e, p.revents);
 	}
+	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
+		*(int *)val = e->so_error;
+		*len = sizeof(int);
+		e->so_error = 0;
+		return 0;
+	}
 	return real.getsockopt(fd, level, name, val, len);
 }
 
@@ -1733,8 +2041,12 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			if (kind == K_SDP)
 				continue; /* asked again on the next round */
 			if (kind == K_CONNECTING) {
-				if (resolve_connecting(p->fd, e, k[j].revents) && atomic_load(&e->kind) == K_ACTIVE)
-					p->revents |= POLLOUT & p->events;
+				if (resolve_connecting(p->fd, e, k[j].revents)) {
+					if (atomic_load(&e->kind) == K_ACTIVE)
+						p->revents |= POLLOUT & p->events;
+					else if (e->so_error)
+						p->revents |= (POLLOUT & p->events) | POLLERR | POLLHUP;
+				}
 				continue;
 			}
 			if (k[j].fd != p->fd) /* the hidden SDP listener */
