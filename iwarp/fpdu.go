@@ -193,6 +193,16 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 	return dst
 }
 
+// rewind takes back the last FPDU, which carried ulen octets and was framed
+// at position pos, so that it can be framed again.
+func (f *TxFramer) rewind(pos uint64, ulen int) {
+	f.pos = pos
+	_, count, wire := f.layout(ulen)
+	f.stats.FPDUs--
+	f.stats.Markers -= uint64(count)
+	f.stats.Bytes -= uint64(wire)
+}
+
 // fpduWriter copies FPDU content into out, stepping over marker positions.
 type fpduWriter struct {
 	out     []byte

@@ -1,6 +1,7 @@
 package iwarp
 
 import (
+	"encoding/binary"
 	"errors"
 	"runtime"
 	"unsafe"
@@ -50,6 +51,9 @@ type QP struct {
 	scratch [][]byte
 	hdr     [DDPUntaggedHeaderLen]byte
 
+	last      lastSend // the last message queued, if AppendSend may grow it
+	appendBuf []byte
+
 	rdma // memory regions, RDMA Read state, completions, faults (rdma.go)
 }
 
@@ -86,6 +90,7 @@ func (q *QP) SetFd(fd int) { q.fd = fd }
 
 // WriteRaw queues bytes outside FPDU framing (MPA Request/Reply).
 func (q *QP) WriteRaw(b []byte) {
+	q.last.ok = false
 	q.txbuf = append(q.txbuf, b...)
 	q.txEnds = append(q.txEnds, len(q.txbuf))
 }
@@ -143,12 +148,16 @@ func (q *QP) PostSend(op Opcode, parts ...[]byte) {
 func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) {
 	msn := q.sendMSN[qn]
 	q.sendMSN[qn]++
+	start, pos, frames := len(q.txbuf), q.tx.Pos(), len(q.txEnds)
 	q.post(segHeader{ctrl: RDMAPCtrl(op), inv: invSTag, qn: qn, msn: msn}, parts)
+	// A Send that fits one FPDU may still grow (AppendSend).
+	q.last = lastSend{ok: (op == OpSend || op == OpSendSE) && len(q.txEnds) == frames+1, start: start, pos: pos}
 }
 
 // postTagged queues a tagged RDMAP message (RDMA Write or Read Response)
 // that places the concatenation of parts at stag, starting at offset to.
 func (q *QP) postTagged(op Opcode, stag STag, to uint64, parts [][]byte) {
+	q.last.ok = false
 	q.post(segHeader{tagged: true, ctrl: RDMAPCtrl(op), stag: uint32(stag), to: to}, parts)
 }
 
@@ -215,6 +224,59 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	}
 }
 
+// lastSend locates the last queued message when it is a Send in one FPDU.
+type lastSend struct {
+	ok    bool
+	start int    // its offset in txbuf; it runs to the end of txbuf
+	pos   uint64 // the transmit stream position it was framed at
+}
+
+// AppendSend grows the last queued message by the concatenation of parts,
+// when that message is a Send (or Send with SE) that fits one FPDU, no octet
+// of it has been written yet, and it still fits one FPDU afterwards: the
+// FPDU is framed again in place with the longer ULPDU, under the same MSN,
+// so the peer sees one message (seed 000 §4.2: coalescing by appending to a
+// queued send). edit, if not nil, sees the whole new payload before it is
+// framed, so the upper layer can fix its own header (SDP's BSDH Len). It
+// reports whether it appended; if not, nothing changed.
+func (q *QP) AppendSend(edit func(payload []byte), parts ...[]byte) bool {
+	l := &q.last
+	if !l.ok || q.txoff > l.start {
+		return false
+	}
+	add := 0
+	for _, p := range parts {
+		add += len(p)
+	}
+	fr := q.txbuf[l.start:]
+	hdr := 0
+	if q.tx.markers && l.pos%uint64(q.tx.spacing) == 0 {
+		hdr = MarkerLen
+	}
+	ulen := int(binary.BigEndian.Uint16(fr[hdr:]))
+	if ulen+add > q.mulpdu {
+		return false
+	}
+	d := RxDeframer{framing: q.tx.framing}
+	d.pos, d.maxULPDU = l.pos, maxULPDULen
+	ulpdu, n, err := d.Next(fr)
+	if err != nil || n != len(fr) {
+		return false // cannot happen: these are octets this QP framed
+	}
+	b := append(q.appendBuf[:0], ulpdu...)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	if edit != nil {
+		edit(b[DDPUntaggedHeaderLen:])
+	}
+	q.appendBuf = b
+	q.tx.rewind(l.pos, ulen)
+	q.txbuf = q.tx.AppendFPDU(q.txbuf[:l.start], b)
+	q.txEnds[len(q.txEnds)-1] = len(q.txbuf)
+	return true
+}
+
 // TxPending returns the number of bytes queued but not yet written.
 func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 
@@ -274,6 +336,7 @@ func (q *QP) Flush() error {
 	q.txoff = 0
 	q.txEnds = q.txEnds[:0]
 	q.respEnds = q.respEnds[:0]
+	q.last.ok = false
 	return nil
 }
 

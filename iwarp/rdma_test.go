@@ -3,6 +3,7 @@ package iwarp
 import (
 	"bytes"
 	"errors"
+	"math/rand"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -371,4 +372,49 @@ func TestLoopbackReadResponseMismatch(t *testing.T) {
 			require.Equal(t, 1, a.qp.OutstandingReads())
 		})
 	}
+}
+
+// AppendSend grows a queued Send in place: the peer sees one message with
+// every appended byte, whatever marker positions the FPDU straddles, and
+// appending stops as soon as the Send is on the wire or is not the last
+// message queued.
+func TestLoopbackAppendSend(t *testing.T) {
+	forModes(t, func(t *testing.T, o pairOpts) {
+		a, b := qpPair(t, o)
+		r := rand.New(rand.NewSource(5))
+		var want [][]byte
+		for i := 0; i < 40; i++ {
+			msg := pattern(1+r.Intn(300), byte(i))
+			a.qp.PostSend(OpSend, msg)
+			for j := r.Intn(5); j > 0; j-- {
+				more := pattern(r.Intn(200), byte(j))
+				if a.qp.AppendSend(func(p []byte) { p[0] = byte(len(p)) }, more) {
+					msg = append(msg, more...)
+					msg[0] = byte(len(msg))
+				} else {
+					require.Greater(t, len(msg)+len(more), a.qp.MULPDU()-DDPUntaggedHeaderLen)
+				}
+			}
+			want = append(want, msg)
+			if i%7 == 0 {
+				a.flushAll(t)
+				require.False(t, a.qp.AppendSend(nil, []byte("late")), "the Send is on the wire")
+			}
+		}
+		a.qp.PostWrite(0, 0)
+		require.False(t, a.qp.AppendSend(nil, []byte("x")), "the last message is not a Send")
+		a.qp.PostSend(OpSend, pattern(5000, 1))
+		require.False(t, a.qp.AppendSend(nil, []byte("x")), "a Send of several FPDUs does not grow")
+		run(t, a, b, func() bool { return b.err != nil || (len(b.segs) > 0 && b.segs[len(b.segs)-1].MSN == uint32(len(want)+1) && b.segs[len(b.segs)-1].Last) })
+		require.NoError(t, b.err)
+		i := 0
+		for k, w := range want {
+			var m []byte
+			require.Equal(t, uint32(k+1), b.segs[i].MSN)
+			m, i = message(t, b.segs, i)
+			require.Equal(t, w, m, "message %d", k)
+		}
+		require.Equal(t, uint64(len(b.segs)), b.qp.RxStats().FPDUs-1, "one FPDU per segment, plus the zero-length Write")
+		require.Equal(t, a.qp.TxStats(), TxStats{FPDUs: b.qp.RxStats().FPDUs, Markers: b.qp.RxStats().Markers, Bytes: b.qp.RxStats().Bytes})
+	})
 }

@@ -1,0 +1,67 @@
+package iwarp
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/cpu"
+)
+
+// Capabilities describes what this iWARP implementation does itself, so an
+// upper layer can drop work that would only repeat it (seed 000's central
+// idea: SDP over an RNIC keeps its own flow control and copies because the
+// RNIC does not offer what a software stack over TCP gets for free).
+type Capabilities struct {
+	// FlowControlByTransport: the lower layer is kernel TCP, whose window
+	// already stops a sender that outruns its receiver. A Send never fails
+	// for want of a posted receive buffer here, so an upper layer may run
+	// without credits (SDP_FLOW_CONTROL=transport).
+	FlowControlByTransport bool
+	// MarkersInSoftware: markers are inserted and removed by the CPU, one
+	// copy step each way (see TxStats/RxStats for their count).
+	MarkersInSoftware bool
+	// CRCInstruction: CRC32C runs on a CPU instruction (SSE4.2 or CLMUL on
+	// x86, the CRC32 extension on arm64) rather than a table in software.
+	CRCInstruction bool
+	// AppendToQueued: a message posted but not yet on the wire can still
+	// grow (QP.AppendSend), so small sends coalesce (seed 000 §4.2).
+	AppendToQueued bool
+	// ImmediateData: RFC 7306 Immediate Data messages are carried.
+	ImmediateData bool
+	// RemoteInvalidate: Send with Invalidate is honoured.
+	RemoteInvalidate bool
+	// MaxIRD and MaxORD bound RDMA Reads in flight (QP.SetReadLimits).
+	MaxIRD, MaxORD int
+	// MULPDU is the largest ULPDU of one FPDU on this QP (0 before Full
+	// Operation), and MaxMessage the largest message a Post accepts.
+	MULPDU     int
+	MaxMessage int
+}
+
+// Capabilities reports what the QP does and what its limits are.
+func (q *QP) Capabilities() Capabilities {
+	return Capabilities{
+		FlowControlByTransport: true,
+		MarkersInSoftware:      true,
+		CRCInstruction:         crcInstruction(),
+		AppendToQueued:         true,
+		ImmediateData:          true,
+		RemoteInvalidate:       true,
+		MaxIRD:                 q.ird,
+		MaxORD:                 q.ord,
+		MULPDU:                 q.mulpdu,
+		MaxMessage:             1<<31 - 1,
+	}
+}
+
+// crcInstruction reports whether klauspost/crc32 uses a CPU instruction for
+// the Castagnoli polynomial on this machine: it does on amd64 with SSE4.2
+// and on arm64 with the CRC32 extension, the same tests it makes itself.
+func crcInstruction() bool {
+	switch runtime.GOARCH {
+	case "amd64":
+		return cpu.X86.HasSSE42
+	case "arm64":
+		return cpu.ARM64.HasCRC32
+	}
+	return false
+}
