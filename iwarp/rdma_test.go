@@ -405,7 +405,9 @@ func TestLoopbackAppendSend(t *testing.T) {
 		require.False(t, a.qp.AppendSend(nil, []byte("x")), "the last message is not a Send")
 		a.qp.PostSend(OpSend, pattern(5000, 1))
 		require.False(t, a.qp.AppendSend(nil, []byte("x")), "a Send of several FPDUs does not grow")
-		run(t, a, b, func() bool { return b.err != nil || (len(b.segs) > 0 && b.segs[len(b.segs)-1].MSN == uint32(len(want)+1) && b.segs[len(b.segs)-1].Last) })
+		run(t, a, b, func() bool {
+			return b.err != nil || (len(b.segs) > 0 && b.segs[len(b.segs)-1].MSN == uint32(len(want)+1) && b.segs[len(b.segs)-1].Last)
+		})
 		require.NoError(t, b.err)
 		i := 0
 		for k, w := range want {
