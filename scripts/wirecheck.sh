@@ -13,6 +13,12 @@
 #
 # Configurations: the defaults (markers and CRC on), SDP_MARKERS=0 (CRC only), and
 # SDP_MARKERS=0 SDP_CRC=0.
+#
+# Then iwarp/internal/allops, which carries every RDMAP opcode libsdp implements (Send, Send
+# with SE, Send with Invalidate, Send with SE and Invalidate, RDMA Write, Read Request, Read
+# Response, Terminate, Immediate Data with and without SE) over one loopback connection, is
+# captured twice, with markers and CRC on and with both off, and must pass the same checks
+# and show every one of those opcodes.
 # Environment: WIRECHECK_SIZE (bytes, default 2 MiB), WIRECHECK_KEEP=1 keeps the captures.
 # With --pcap FILE --sdp-port PORT it only checks an existing capture.
 set -euo pipefail
@@ -205,6 +211,48 @@ run_case() {
 	fi
 }
 
+# run_allops NAME FLAGS...: captures iwarp/internal/allops and checks the capture.
+run_allops() {
+	local name=$1
+	shift
+	local dir=$tmp/$name
+	mkdir -p "$dir"
+	local -a problems=()
+	info "== $name (every RDMAP opcode: allops $*) =="
+
+	local port
+	port=$(free_port)
+	start_bg "$dir/capture.out" tcpdump -i lo -n -U --immediate-mode -B 65536 -s 0 -Z root \
+		-w "$dir/cap.pcap" "tcp port $port"
+	local cap_pid=$BG_PID
+	local deadline=$((SECONDS + 20))
+	until grep -q 'listening on' "$dir/capture.out" 2>/dev/null; do
+		kill -0 "$cap_pid" 2>/dev/null || die "tcpdump failed: $(cat "$dir/capture.out")"
+		((SECONDS < deadline)) || die "tcpdump did not start within 20s"
+		sleep 0.05
+	done
+	if ! timeout 60 "$allops" -port "$port" "$@" >"$dir/allops.out" 2>&1; then
+		problems+=("allops failed: $(tail -n 3 "$dir/allops.out")")
+	fi
+	sed 's/^/  /' "$dir/allops.out"
+	stop_proc "$cap_pid" 10
+
+	local cap=$dir/cap.pcap
+	[[ -s $cap ]] || die "no capture written: $(cat "$dir/capture.out")"
+	local dropped
+	dropped=$(sed -nE 's/^([0-9]+) packets? dropped by kernel.*/\1/p' "$dir/capture.out" | head -n 1)
+	local seen op missing=()
+	seen=$(tsk "$cap" -Y iwarp_ddp_rdmap -T fields -E occurrence=a -E aggregator=' ' -e iwarp_rdma.opcode |
+		tr ' ' '\n' | grep -v '^$' | sort -u | tr '\n' ' ')
+	for op in 0x00 0x01 0x02 0x03 0x04 0x05 0x06 0x07 0x08 0x09; do
+		[[ " $seen " == *" $op "* ]] || missing+=("$op")
+	done
+	((${#missing[@]} == 0)) || problems+=("RDMAP opcodes never decoded: ${missing[*]}")
+	if ! analyze "$cap" "$port" "$dropped"; then
+		failures=$((failures + 1))
+	fi
+}
+
 usage() {
 	cat <<EOF
 usage: $0                                  capture and check libsdp traffic (needs 'make')
@@ -255,13 +303,19 @@ mkdir -p "$tmp/www"
 head -c "$size" /dev/urandom >"$tmp/www/file.bin"
 want=$(sha "$tmp/www/file.bin")
 
+use_go
+allops=$tmp/allops
+(cd "$LIBSDP_ROOT" && go build -o "$allops" ./iwarp/internal/allops) || die "cannot build iwarp/internal/allops"
+
 failures=0
 run_case defaults
 run_case crc-nomarkers SDP_MARKERS=0
 run_case nomarkers-nocrc SDP_MARKERS=0 SDP_CRC=0
+run_allops allops-markers-crc -markers=true -crc=true
+run_allops allops-plain -markers=false -crc=false
 
 if ((failures > 0)); then
-	info "FAILED: $failures of 3 configurations did not decode cleanly"
+	info "FAILED: $failures of 5 configurations did not decode cleanly"
 	exit 1
 fi
 info "PASSED: Wireshark decodes libsdp's MPA/DDP/RDMAP traffic cleanly"
