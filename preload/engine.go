@@ -48,7 +48,7 @@ var (
 
 	mu        sync.RWMutex
 	conns     = map[int]*sdpcore.Conn{}
-	lingering = map[*sdpcore.Conn]bool{} // closed by the application, still finishing
+	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 
 	// Totals of closed connections; live ones are added when reporting.
