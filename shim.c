@@ -41,6 +41,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
@@ -287,6 +288,7 @@ enum kind {
 	K_PASSIVE,    /* accepted on an SDP port, MPA Request sent; not attached */
 	K_SDP,        /* the engine has it */
 	K_EPOLL,      /* an epoll instance (see the epoll section) */
+	K_ENGINE,     /* the engine's own: close() leaves it open */
 };
 
 #define REQ_MAX 128
@@ -353,7 +355,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	}
 	atomic_store(&e->kind, K_NONE);
 	atomic_fetch_add(&e->gen, 1);
-	if (kind != K_EPOLL)
+	if (kind != K_EPOLL && kind != K_ENGINE)
 		atomic_fetch_add(&n_sockets, 1);
 	e->family = family;
 	e->hidden = -1;
@@ -425,6 +427,51 @@ static void mark_tcp(int fd, struct fdent *e, int reason)
 	}
 }
 
+
+/* ---- the socket table for sdpstat ---------------------------------------- */
+
+static const char *kind_name(int k)
+{
+	static const char *names[] = { "none", "socket", "tcp", "listen", "connecting", "connected",
+				       "accepted", "sdp", "epoll", "engine" };
+	return k >= 0 && k <= K_ENGINE ? names[k] : "?";
+}
+
+static int sdp_port(int port);
+
+/* shim_snapshot writes a line per socket the table knows; the engine
+ * publishes it with its own per-connection counters. */
+static int shim_snapshot(char *buf, int len)
+{
+	int o = 0;
+	if (len <= 0)
+		return 0;
+	buf[0] = 0;
+	for (int fd = 0; fd < FD_MAX && o < len - 256; fd++) {
+		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
+		if (!e)
+			continue;
+		int k = atomic_load(&e->kind);
+		if (k == K_NONE || k == K_EPOLL || k == K_ENGINE)
+			continue;
+		struct sockaddr_storage l, p;
+		socklen_t ll = sizeof l, pl = sizeof p;
+		char ls[80] = "-", ps[80] = "-";
+		if (getsockname(fd, (struct sockaddr *)&l, &ll) == 0)
+			fmt_addr((struct sockaddr *)&l, ls, sizeof ls);
+		if (getpeername(fd, (struct sockaddr *)&p, &pl) == 0)
+			fmt_addr((struct sockaddr *)&p, ps, sizeof ps);
+		const char *transport = k == K_TCP ? "tcp" : k == K_LISTEN ? "tcp+sdp" : k == K_CAND ? "-" : "sdp";
+		o += snprintf(buf + o, len - o, "fd=%d kind=%s transport=%s reason=%s local=%s remote=%s sdp_port=%d\n",
+			      fd, kind_name(k), transport, k == K_TCP ? reason_name(e->reason) : "-", ls, ps,
+			      k == K_LISTEN ? sdp_port(e->app_port) : 0);
+	}
+	if (o >= len)
+		o = len - 1;
+	buf[o] = 0;
+	return o;
+}
+
 /* ---- the engine ------------------------------------------------------ */
 
 static struct {
@@ -438,6 +485,7 @@ static struct {
 	sdp_stats_fn stats;
 	sdp_dup_fn dup;
 	sdp_query_fn query;
+	sdp_take_early_fn take_early;
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -462,6 +510,44 @@ static int engine_path(char *out, size_t n)
 	return 0;
 }
 
+/* open_fds records which descriptors are open now. */
+static void open_fds(uint64_t *set)
+{
+	memset(set, 0, FD_MAX / 8);
+	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return;
+	char buf[4096];
+	for (;;) {
+		long n = syscall(SYS_getdents64, d, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *de = (void *)(buf + off);
+			int fd = atoi(de->name);
+			if (de->name[0] >= '0' && de->name[0] <= '9' && fd < FD_MAX)
+				set[fd / 64] |= 1ull << (fd % 64);
+			off += de->reclen;
+		}
+	}
+	real.close(d);
+}
+
+/* protect_new_fds marks the descriptors the Go runtime opened while it
+ * started (it keeps some, such as cgroup files it re-reads): an application
+ * that closes every descriptor it does not know must not take them away. */
+static void protect_new_fds(const uint64_t *before)
+{
+	uint64_t after[FD_MAX / 64];
+	open_fds(after);
+	for (int i = 0; i < FD_MAX / 64; i++) {
+		uint64_t added = after[i] & ~before[i];
+		for (int b = 0; added; b++, added >>= 1)
+			if (added & 1)
+				entry_new(i * 64 + b, K_ENGINE, 0);
+	}
+}
+
 /* engine_usable says whether this process may use SDP: a process whose
  * parent loaded the engine inherits a Go runtime that did not survive fork. */
 static inline int engine_usable(void)
@@ -480,8 +566,12 @@ static int load_engine(void)
 	if (engine_pid != getpid()) {
 		char path[PATH_MAX];
 		void *h = NULL;
+		uint64_t before[FD_MAX / 64];
+		open_fds(before);
 		if (engine_path(path, sizeof path) == 0)
 			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			protect_new_fds(before);
 		if (h) {
 			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
 			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
@@ -493,6 +583,7 @@ static int load_engine(void)
 			eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
 			eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
 			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
+			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -504,10 +595,11 @@ static int load_engine(void)
 			.buf_size = cfg.buf_size,
 			.recv_bufs = cfg.recv_bufs,
 			.connect_timeout_ms = cfg.connect_timeout_ms,
+			.snapshot = shim_snapshot,
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
-		    !eng.shutdown || !eng.close || !eng.stats || !eng.dup || !eng.query || eng.init(&ec) != 0) {
+		    !eng.shutdown || !eng.close || !eng.stats || !eng.dup || !eng.query || !eng.take_early || eng.init(&ec) != 0) {
 			logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
 			engine_failed = 1;
 			rc = -1;
@@ -912,6 +1004,57 @@ static int replace_socket(int fd, struct fdent *e)
 	return 0;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* send_early sends over the fresh TCP connection the bytes the application
+ * wrote while the SDP attempt was in progress, before anything else can be
+ * written. It waits for the connection (bounded) when there are any. */
+static int send_early(int fd, int connect_rc)
+{
+	char buf[16384];
+	int64_t n = eng.take_early(fd, buf, sizeof buf);
+	if (n <= 0) {
+		if (connect_rc < 0)
+			errno = EINPROGRESS;
+		return connect_rc;
+	}
+	int64_t deadline = now_ms() + cfg.connect_timeout_ms + 10000;
+	if (connect_rc < 0) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int err = 0;
+		socklen_t l = sizeof err;
+		if (real.poll(&p, 1, cfg.connect_timeout_ms + 10000) <= 0 ||
+		    real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 || err) {
+			logmsg(1, "fd %d: TCP connection for the fallback failed; %lld early bytes lost",
+			       fd, (long long)n);
+			errno = err ? err : ETIMEDOUT;
+			return -1;
+		}
+	}
+	while (n > 0) {
+		for (int64_t off = 0; off < n;) {
+			ssize_t w = real.send(fd, buf + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w > 0) {
+				off += w;
+				continue;
+			}
+			if (w < 0 && (errno == EAGAIN || errno == EINTR) && now_ms() < deadline) {
+				struct pollfd p = { .fd = fd, .events = POLLOUT };
+				real.poll(&p, 1, 100);
+				continue;
+			}
+			return -1;
+		}
+		n = eng.take_early(fd, buf, sizeof buf);
+	}
+	return 0;
+}
+
 /* fallback reconnects fd over plain TCP to the application's address. It
  * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
 static int fallback(int fd, struct fdent *e, int reason)
@@ -929,7 +1072,10 @@ static int fallback(int fd, struct fdent *e, int reason)
 	mark_tcp(fd, e, reason);
 	if (replace_socket(fd, e) < 0)
 		return -1;
-	return real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	int r = real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	if (engine_pid == getpid() && (r == 0 || errno == EINPROGRESS))
+		return send_early(fd, r);
+	return r;
 }
 
 static int reason_of(int rc)
@@ -1653,8 +1799,11 @@ EXPORT int close(int fd)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (e)
+	if (e) {
+		if (atomic_load(&e->kind) == K_ENGINE && engine_pid == getpid())
+			return 0; /* the engine's: it stays, and its number stays taken */
 		forget(fd, e);
+	}
 	return real.close(fd);
 }
 
@@ -1929,15 +2078,9 @@ static inline int poll_special(int fd)
 	if (!e)
 		return 0;
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
-	return k != K_CAND && k != K_TCP && k != K_EPOLL;
+	return k != K_CAND && k != K_TCP && k != K_EPOLL && k != K_ENGINE;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* poll_emulated implements poll() for a set with SDP descriptors: those are
  * asked of the engine (their data may sit in user space), the rest and the

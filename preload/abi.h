@@ -43,6 +43,11 @@ struct sdp_engine_config {
 	int32_t recv_bufs;
 	int32_t connect_timeout_ms;
 	char prog[64];
+	/* The shim's view of every socket of the process, for sdpstat: one line
+	 * per descriptor, "fd=N kind=K transport=T reason=R local=A remote=A
+	 * sdp_port=P", addresses as the application sees them. Returns the
+	 * length written (at most len - 1, NUL-terminated). */
+	int (*snapshot)(char *buf, int len);
 };
 
 /* Function types the shim resolves with dlsym. */
@@ -63,6 +68,10 @@ typedef int (*sdp_dup_fn)(int oldfd, int newfd);
 typedef int64_t (*sdp_query_fn)(int fd, int what);
 #define SDP_QUERY_INQ 1
 #define SDP_QUERY_OUTQ 2
+/* After a fallback: moves into buf up to len of the bytes the application
+ * had sent before it, which the shim sends first over TCP. Returns the
+ * count, 0 when none are left. */
+typedef int64_t (*sdp_take_early_fn)(int fd, char *buf, int len);
 /* Writes the engine's counters as "key=value ..." into buf. */
 typedef int (*sdp_stats_fn)(char *buf, int len);
 

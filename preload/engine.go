@@ -50,6 +50,7 @@ var (
 	conns     = map[int]*sdpcore.Conn{}
 	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
+	early     = map[int][]byte{}          // bytes a connection that fell back still owes the peer
 
 	// Totals of closed connections; live ones are added when reporting.
 	closedMu    sync.Mutex
@@ -179,6 +180,12 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 	var fb *sdpcore.FallbackError
 	if errors.As(err, &fb) {
 		detach(fd)
+		if len(fb.Early) > 0 {
+			mu.Lock()
+			early[fd] = fb.Early
+			fb.Early = nil
+			mu.Unlock()
+		}
 		fallbacks.Add(1)
 		logf(levelInfo, "fd %d: %v", fd, fb)
 		switch fb.Reason {
@@ -198,6 +205,21 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 		en = unix.EIO
 	}
 	return -int(en)
+}
+
+// takeEarly moves up to len(dst) of the bytes fd's connection took before it
+// fell back to TCP into dst.
+func takeEarly(fd int, dst []byte) int {
+	mu.Lock()
+	defer mu.Unlock()
+	b := early[fd]
+	n := copy(dst, b)
+	if n == len(b) {
+		delete(early, fd)
+	} else {
+		early[fd] = b[n:]
+	}
+	return n
 }
 
 // alias makes newfd another descriptor of oldfd's connection.

@@ -6,7 +6,10 @@ package main
 
 /*
 #include <stdint.h>
+#include <stdlib.h>
 #include "abi.h"
+
+static int call_snapshot(int (*f)(char *, int), char *buf, int len) { return f ? f(buf, len) : 0; }
 */
 import "C"
 
@@ -27,6 +30,7 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 	if cfg == nil || cfg.abi_version != C.SDP_ABI_VERSION {
 		return -C.int(unix.EINVAL)
 	}
+	snapshotFn = cfg.snapshot
 	initEngine(engineConfig{
 		logFd:     int(cfg.log_fd),
 		logLevel:  int(cfg.log_level),
@@ -59,6 +63,9 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 		return -C.int64_t(unix.EBADF)
 	}
 	n, err := c.Send(iovecs(iov, cnt), time.Now())
+	if n > 0 && c.NeedsBackground() {
+		go c.Background(coreCfg.Linger)
+	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
@@ -141,6 +148,15 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 	return -C.int64_t(unix.EINVAL)
 }
 
+//export sdp_take_early
+func sdp_take_early(fd C.int, buf *C.char, n C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	if buf == nil || n <= 0 {
+		return -C.int64_t(unix.EINVAL)
+	}
+	return C.int64_t(takeEarly(int(fd), unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))))
+}
+
 //export sdp_stats
 func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 	defer guard(-1, &rc)
@@ -152,6 +168,20 @@ func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 	k := copy(dst[:len(dst)-1], s)
 	dst[k] = 0
 	return C.int(k)
+}
+
+var snapshotFn *[0]byte
+
+// shimSnapshot returns the shim's line-per-socket view of the process's
+// sockets (see struct sdp_engine_config in abi.h).
+func shimSnapshot() string {
+	if snapshotFn == nil {
+		return ""
+	}
+	buf := (*C.char)(C.malloc(1 << 20))
+	defer C.free(unsafe.Pointer(buf))
+	n := C.call_snapshot(snapshotFn, buf, 1<<20)
+	return C.GoStringN(buf, n)
 }
 
 // iovecs views the caller's iovec array as Go slices of C memory.

@@ -52,7 +52,10 @@ var ErrWouldBlock = unix.EAGAIN
 // FallbackError says the connecting side found no SDP peer on the mapped
 // port before any application byte was exchanged: the caller should use
 // plain TCP to the application's port instead.
-type FallbackError struct{ Reason, Detail string }
+type FallbackError struct {
+	Reason, Detail string
+	Early          []byte // bytes the application sent before the fallback, to send over TCP
+}
 
 func (e *FallbackError) Error() string { return "sdp: fall back to TCP: " + e.Reason + ": " + e.Detail }
 
@@ -112,6 +115,8 @@ type Conn struct {
 	eof      bool // kernel stream ended
 	parts    [][]byte
 	hdr      [BSDHLen]byte
+	early    []byte // taken before the connection was up; sent first once it is
+	bg       bool   // a background goroutine is driving the connection
 	stats    Stats
 	lastWait time.Time
 }
@@ -264,7 +269,9 @@ func (c *Conn) progress(now time.Time) {
 			break
 		}
 	}
-	// Credits that arrived may be what a pending update or DisConn needed.
+	// Credits that arrived may be what early data, a pending update or
+	// DisConn needed.
+	c.drainEarly()
 	c.maybeReturnCredits()
 	c.queueDisConn()
 	_ = c.flush()
@@ -287,6 +294,11 @@ func (c *Conn) fill() bool {
 	}
 }
 
+func (c *Conn) fallback(fb *FallbackError) {
+	fb.Early, c.early = c.early, nil
+	c.fb = fb
+}
+
 // onEOF handles the end of the kernel stream. Without DisConn it still
 // reads as end of stream, as TCP shows a peer that exited; a stream cut
 // inside a message is a fault.
@@ -294,7 +306,7 @@ func (c *Conn) onEOF() {
 	c.eof = true
 	switch {
 	case c.st == stAwaitRequest:
-		c.fb = &FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"}
+		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
 	case c.qp.Buffered() > 0 || c.inMsg:
 		c.fail(&ProtoError{Err: errors.New("sdp: stream ended inside a message")})
 	}
@@ -321,17 +333,17 @@ func (c *Conn) onRequest(now time.Time) bool {
 	req, n, err := iwarp.ParseMPAFrame(raw, false)
 	if err == iwarp.ErrNeedMore {
 		if !now.Before(c.deadline) {
-			c.fb = &FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()}
+			c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
 		}
 		return false
 	}
 	if err != nil {
-		c.fb = &FallbackError{Reason: "foreign", Detail: err.Error()}
+		c.fallback(&FallbackError{Reason: "foreign", Detail: err.Error()})
 		return false
 	}
 	h, err := ParseHello(req.PrivateData)
 	if err != nil {
-		c.fb = &FallbackError{Reason: "version", Detail: err.Error()}
+		c.fallback(&FallbackError{Reason: "version", Detail: err.Error()})
 		return false
 	}
 	c.qp.ConsumeRaw(n)
@@ -533,7 +545,7 @@ func (c *Conn) advertise() {
 
 // queueDisConn sends DisConn once nothing else waits before it.
 func (c *Conn) queueDisConn() {
-	if c.wrShut && !c.disSent && c.st == stEstablished && c.credits() >= 1 {
+	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.credits() >= 1 {
 		c.sendControl(MIDDisConn)
 		c.disSent = true
 	}

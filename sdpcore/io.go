@@ -18,14 +18,30 @@ import (
 
 // Send takes bytes from bufs. It returns how many it took, ErrWouldBlock,
 // a *FallbackError, or the connection's error.
+//
+// Before the connection is up (the MPA exchange and the first FPDU, which
+// may wait for the peer application's first call) bytes are taken into a
+// bounded early queue, as the kernel would take them into its send buffer:
+// a program may connect to its own listener and write before it accepts.
 func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.st != stEstablished {
 		c.progress(now)
 	}
-	if err := c.sendable(); err != nil {
+	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
+	}
+	if c.st != stEstablished || len(c.early) > 0 {
+		c.drainEarly()
+		_ = c.flush()
+		if c.st != stEstablished || len(c.early) > 0 {
+			n := c.queueEarly(bufs)
+			if n == 0 {
+				return 0, ErrWouldBlock
+			}
+			return n, nil
+		}
 	}
 	_ = c.flush()
 	total := 0
@@ -41,19 +57,9 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 				break
 			}
 		}
-		n := total - sent
-		if max := c.peerBufSize - BSDHLen; n > max {
-			n = max
-		}
-		c.mseq++
-		c.advertise()
-		EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
-		c.parts = gather(append(c.parts[:0], c.hdr[:]), bufs, sent, n)
-		c.qp.PostSend(iwarp.OpSend, c.parts...)
-		clear(c.parts)
-		c.stats.MsgsTx++
-		c.stats.PayloadTx += uint64(n)
-		c.stats.UserCopiesTx += uint64(n)
+		n := min(total-sent, c.peerBufSize-BSDHLen)
+		c.parts = gather(c.parts[:0], bufs, sent, n)
+		c.postData(n)
 		sent += n
 		if c.qp.TxPending() >= c.cfg.TxBacklog/2 {
 			_ = c.flush()
@@ -70,6 +76,100 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 		return 0, ErrWouldBlock
 	}
 	return sent, nil
+}
+
+// postData queues one Data message carrying the n bytes in c.parts.
+func (c *Conn) postData(n int) {
+	c.mseq++
+	c.advertise()
+	EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
+	c.parts = append(c.parts, nil)
+	copy(c.parts[1:], c.parts)
+	c.parts[0] = c.hdr[:]
+	c.qp.PostSend(iwarp.OpSend, c.parts...)
+	clear(c.parts)
+	c.stats.MsgsTx++
+	c.stats.PayloadTx += uint64(n)
+	c.stats.UserCopiesTx += uint64(n)
+}
+
+// earlyMax bounds the bytes taken before the connection is up.
+const earlyMax = 256 << 10
+
+func (c *Conn) queueEarly(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		room := earlyMax - len(c.early)
+		if room <= 0 {
+			break
+		}
+		if len(b) > room {
+			b = b[:room]
+		}
+		c.early = append(c.early, b...)
+		n += len(b)
+	}
+	c.stats.UserCopiesTx += uint64(n)
+	return n
+}
+
+// drainEarly sends early bytes as far as credits allow.
+func (c *Conn) drainEarly() {
+	for len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
+		n := min(len(c.early), c.peerBufSize-BSDHLen)
+		c.parts = append(c.parts[:0], c.early[:n])
+		c.postData(n)
+		c.stats.UserCopiesTx -= uint64(n) // counted when queued
+		c.early = c.early[n:]
+	}
+	if len(c.early) == 0 {
+		c.early = nil
+	}
+}
+
+func (c *Conn) wrShutSent() bool { return c.disSent }
+
+// NeedsBackground reports, once, that the connection holds work no call of
+// the application may come back for: early bytes waiting for the peer, or
+// bytes the kernel could not take yet. The caller then runs Background.
+func (c *Conn) NeedsBackground() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bg || c.closed || c.st == stFailed || c.fb != nil {
+		return false
+	}
+	if len(c.early) == 0 && c.qp.TxPending() == 0 {
+		return false
+	}
+	c.bg = true
+	return true
+}
+
+// Background drives the connection until the work NeedsBackground saw is
+// done, the connection ends or is closed, or limit passes.
+func (c *Conn) Background(limit time.Duration) {
+	until := time.Now().Add(limit)
+	for {
+		now := time.Now()
+		c.mu.Lock()
+		if !c.closed {
+			c.progress(now)
+		}
+		idle := len(c.early) == 0 && c.qp.TxPending() == 0
+		if idle || c.closed || c.st == stFailed || c.fb != nil || now.After(until) {
+			c.bg = false
+			c.mu.Unlock()
+			return
+		}
+		ev := int16(unix.POLLIN)
+		if c.qp.TxPending() > 0 {
+			ev |= unix.POLLOUT
+		}
+		fd := c.qp.Fd()
+		c.mu.Unlock()
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
+		_, _ = unix.Poll(pfd, 50)
+	}
 }
 
 func (c *Conn) sendable() error {
@@ -220,8 +320,10 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 	if c.eof || (c.peerDis && c.disSent) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
+	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
 		ready |= EvOut
+	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
+		ready |= EvOut // the early queue has room
 	} else if c.wrShut || c.eof {
 		ready |= EvOut // a write will fail at once, as on TCP
 	}
@@ -269,7 +371,7 @@ func (c *Conn) Close(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	if c.st != stEstablished || c.fb != nil {
+	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {
 		c.releaseQueue()
 		return true
 	}
