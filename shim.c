@@ -1518,6 +1518,13 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	for (;;) {
 		int c = real.accept4(l->hidden, addr, len, flags);
 		if (c >= 0) {
+			/* A connecting side that gave up waiting (and went to TCP)
+			 * has already closed this one: the application never sees it. */
+			char b;
+			if (real.recv(c, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+				real.close(c);
+				continue;
+			}
 			accepted_sdp(c, l);
 			return c;
 		}
