@@ -1,5 +1,6 @@
 # libsdp: LD_PRELOAD sockets accelerator (SDP over software iWARP).
-#   make          build build/libsdp.so (the preload shim) and build/libsdp-engine.so (Go engine)
+#   make          build build/libsdp.so (the preload shim), build/libsdp-engine.so (Go engine)
+#                 and build/sdpstat (the live view of SDP sockets)
 #   make demo     real unmodified programs over SDP, compared with plain TCP
 #   make test     everything CI runs
 
@@ -11,17 +12,21 @@ SHIM_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hid
 # Go is in /usr/local/go/bin on a fresh machine; make works from a shell whose PATH lacks it.
 export PATH := $(PATH):/usr/local/go/bin
 
-GO_SRC  := $(shell find preload sdpcore iwarp -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
 .PHONY: all demo test deps check gotest wirecheck fuzz clean
 
-all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so
+all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
 $(BUILD)/libsdp.so: shim.c shim.map preload/abi.h | $(BUILD)
 	$(CC) $(SHIM_CFLAGS) -shared -Wl,--version-script=shim.map -o $@ shim.c -ldl -lpthread
 
 $(BUILD)/libsdp-engine.so: $(GO_SRC) preload/abi.h | $(BUILD)
 	$(GO) build -buildmode=c-shared -o $@ ./preload
+
+$(BUILD)/sdpstat: $(SDPSTAT_SRC) | $(BUILD)
+	$(GO) build -o $@ ./cmd/sdpstat
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -33,7 +38,7 @@ demo: deps all
 	bash scripts/demo.sh
 
 check:
-	@test -z "$$(gofmt -l iwarp sdpcore preload tests)" || { gofmt -l iwarp sdpcore preload tests; echo "gofmt needed"; exit 1; }
+	@test -z "$$(gofmt -l iwarp sdpcore preload internal cmd tests)" || { gofmt -l iwarp sdpcore preload internal cmd tests; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	bash -n scripts/*.sh
 
