@@ -170,6 +170,17 @@ func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 	return C.int(k)
 }
 
+// sdp_engine_exit is called by the interposer when the process exits: it
+// removes the process's sdpstat file, so that a listing never shows a
+// process that has ended.
+//
+//export sdp_engine_exit
+func sdp_engine_exit() (rc C.int) {
+	defer guard(-1, &rc)
+	stopStatsPublisher()
+	return 0
+}
+
 var snapshotFn *[0]byte
 
 // shimSnapshot returns the shim's line-per-socket view of the process's

@@ -1,0 +1,224 @@
+package main
+
+// The engine publishes its process's sockets for sdpstat: every
+// publishInterval, a JSON snapshot (internal/statsfile) of the interposer's
+// socket table joined with the engine's counters of each SDP connection.
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/internal/statsfile"
+	"libsdp/sdpcore"
+)
+
+const publishInterval = 500 * time.Millisecond
+
+// The modes the engine implements today; sdpstat shows what runs, and
+// these change when the alternatives of the design become selectable.
+const (
+	flowControlMode = "credit"
+	bufferingMode   = "separate"
+)
+
+var pub struct {
+	mu      sync.Mutex
+	dir     string
+	uid     int
+	pid     int
+	start   uint64
+	exe     string
+	stopped bool
+	dirOK   bool // the directory passed its checks
+	broken  bool // publishing failed; logged once
+	// addrs remembers the application's view of each connection, so a
+	// connection still closing after the application closed its
+	// descriptor keeps its addresses.
+	addrs map[*sdpcore.Conn]statsfile.Socket
+}
+
+// startStatsPublisher starts the goroutine that removes files of
+// processes that are gone, publishes at once, and then keeps the file fresh
+// until the process exits. Nothing of it runs inside the engine's
+// initialisation, which the interposer performs in the middle of an
+// application's call.
+func startStatsPublisher() {
+	go func() {
+		if !openStatsDir() {
+			return
+		}
+		t := time.NewTicker(publishInterval)
+		defer t.Stop()
+		for publish() {
+			<-t.C
+		}
+	}()
+}
+
+func openStatsDir() bool {
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	pub.uid, pub.pid = os.Getuid(), os.Getpid()
+	pub.dir = statsfile.Dir(pub.uid)
+	pub.start, _ = statsfile.StartTicks(pub.pid)
+	pub.exe = statsfile.Exe(pub.pid)
+	pub.addrs = map[*sdpcore.Conn]statsfile.Socket{}
+	if pub.stopped {
+		return false
+	}
+	if err := statsfile.EnsureDir(pub.dir, pub.uid); err != nil {
+		pub.broken = true
+		logf(levelWarn, "sdpstat disabled: %v", err)
+		return false
+	}
+	pub.dirOK = true
+	statsfile.Clean(pub.dir)
+	return true
+}
+
+// publish writes one snapshot; false means publishing has ended.
+func publish() (more bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			onPanic(-1, r)
+			more = true
+		}
+	}()
+	p := snapshot()
+	data, err := json.Marshal(p)
+	if err != nil {
+		logf(levelWarn, "sdpstat: %v", err)
+		return true
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	if pub.stopped {
+		return false
+	}
+	if err := statsfile.Write(pub.dir, pub.uid, pub.pid, data); err != nil && !pub.broken {
+		pub.broken = true
+		logf(levelWarn, "sdpstat: %v", err)
+	}
+	return true
+}
+
+// stopStatsPublisher removes the process's file; nothing is published
+// after it. The interposer calls it when the process exits.
+func stopStatsPublisher() {
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	pub.stopped = true
+	if pub.dirOK {
+		statsfile.Remove(pub.dir, pub.pid)
+	}
+}
+
+// snapshot joins the interposer's table with the engine's connections.
+func snapshot() *statsfile.Process {
+	p := &statsfile.Process{
+		Version:    statsfile.Version,
+		PID:        pub.pid,
+		Prog:       ecfg.prog,
+		StartTicks: pub.start,
+		Exe:        pub.exe,
+		Totals:     statsfile.ParseKeyValues(statsLine()),
+		Sockets:    []statsfile.Socket{},
+	}
+	var rows []statsfile.Socket
+	for _, line := range strings.Split(shimSnapshot(), "\n") {
+		if s, ok := statsfile.ParseShimLine(line); ok {
+			rows = append(rows, s)
+		}
+	}
+	mu.RLock()
+	byFd := make(map[int]*sdpcore.Conn, len(conns))
+	for fd, c := range conns {
+		byFd[fd] = c
+	}
+	var closing []*sdpcore.Conn
+	for c := range lingering {
+		closing = append(closing, c)
+	}
+	mu.RUnlock()
+
+	seen := map[*sdpcore.Conn]statsfile.Socket{}
+	for _, s := range rows {
+		s.State = tcpState(s.FD)
+		if c := byFd[s.FD]; c != nil {
+			s.SDP = sdpInfo(c, "")
+			seen[c] = s
+		}
+		p.Sockets = append(p.Sockets, s)
+	}
+	for _, c := range closing {
+		s, ok := pub.addrs[c]
+		if !ok {
+			s = statsfile.Socket{Transport: "sdp"}
+		}
+		s.FD, s.Kind = c.Fd(), "closing"
+		s.State = tcpState(c.Fd())
+		s.SDP = sdpInfo(c, "closing")
+		seen[c] = s
+		p.Sockets = append(p.Sockets, s)
+	}
+	// Only the publisher goroutine touches addrs.
+	pub.addrs = seen
+	p.UpdatedMs = time.Now().UnixMilli()
+	return p
+}
+
+func sdpInfo(c *sdpcore.Conn, state string) *statsfile.SDP {
+	st := c.Stats()
+	if state == "" {
+		state = "handshake"
+		if st.Up {
+			state = "up"
+		}
+	}
+	s := &statsfile.SDP{
+		State:         state,
+		FlowControl:   flowControlMode,
+		Buffering:     bufferingMode,
+		Markers:       st.Markers,
+		CRC:           st.CRC,
+		PayloadTx:     st.PayloadTx,
+		PayloadRx:     st.PayloadRx,
+		WireTx:        st.Tx.Bytes,
+		WireRx:        st.Rx.Bytes,
+		MsgsTx:        st.MsgsTx,
+		MsgsRx:        st.MsgsRx,
+		FPDUsTx:       st.Tx.FPDUs,
+		FPDUsRx:       st.Rx.FPDUs,
+		MarkersTx:     st.Tx.Markers,
+		MarkersRx:     st.Rx.Markers,
+		CRCBytesRx:    st.Rx.CRCBytes,
+		CRCErrors:     st.Rx.CRCErrors,
+		CreditUpdates: st.CreditUpdates,
+		CreditStalls:  st.CreditStalls,
+		UserCopiesTx:  st.UserCopiesTx,
+		UserCopiesRx:  st.UserCopiesRx,
+		// Every payload byte goes by buffer copy today: there is no zero
+		// copy path and no coalescing of queued sends yet.
+		BCopyTx: st.PayloadTx,
+		BCopyRx: st.PayloadRx,
+	}
+	s.SetCopiesPerByte()
+	return s
+}
+
+// tcpState asks the kernel (a raw getsockopt, not libc) for fd's TCP state.
+func tcpState(fd int) string {
+	if fd < 0 {
+		return ""
+	}
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return ""
+	}
+	return statsfile.TCPStateName(info.State)
+}
