@@ -313,6 +313,8 @@ struct fdent {
 	int shared;           /* dup'ed or inherited before use: may share its socket */
 	int sdp_only;         /* a rule says sdp: no TCP fallback, no TCP clients */
 	int so_error;         /* a failed non-blocking connect, for SO_ERROR */
+	_Atomic pid_t last_tid;  /* the thread that last waited on it */
+	_Atomic int threads;     /* more than one thread has waited on it */
 	uint8_t req[REQ_MAX];
 };
 
@@ -369,6 +371,8 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->shared = 0;
 	e->sdp_only = 0;
 	e->so_error = 0;
+	atomic_store(&e->last_tid, 0);
+	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
 	return e;
 }
@@ -486,6 +490,7 @@ static struct {
 	sdp_dup_fn dup;
 	sdp_query_fn query;
 	sdp_take_early_fn take_early;
+	sdp_engine_exit_fn exit;
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -534,17 +539,25 @@ static void open_fds(uint64_t *set)
 }
 
 /* protect_new_fds marks the descriptors the Go runtime opened while it
- * started (it keeps some, such as cgroup files it re-reads): an application
- * that closes every descriptor it does not know must not take them away. */
+ * started and keeps (the cgroup files it re-reads): an application that
+ * closes every descriptor it does not know must not take them away. */
 static void protect_new_fds(const uint64_t *before)
 {
 	uint64_t after[FD_MAX / 64];
 	open_fds(after);
 	for (int i = 0; i < FD_MAX / 64; i++) {
 		uint64_t added = after[i] & ~before[i];
-		for (int b = 0; added; b++, added >>= 1)
-			if (added & 1)
+		for (int b = 0; added; b++, added >>= 1) {
+			if (!(added & 1) || ours(i * 64 + b))
+				continue;
+			/* Only what is surely the runtime's: another thread of the
+			 * application may have opened descriptors meanwhile. */
+			char link[64], target[128];
+			snprintf(link, sizeof link, "/proc/self/fd/%d", i * 64 + b);
+			ssize_t n = readlink(link, target, sizeof target - 1);
+			if (n > 0 && (target[n] = 0, !strncmp(target, "/sys/fs/cgroup/", 15)))
 				entry_new(i * 64 + b, K_ENGINE, 0);
+		}
 	}
 }
 
@@ -584,6 +597,7 @@ static int load_engine(void)
 			eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
 			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
 			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
+			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -975,8 +989,9 @@ static int replace_socket(int fd, struct fdent *e)
 	if (ns < 0)
 		return -1;
 	static const int opts[][2] = {
-		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_KEEPALIVE },
-		{ SOL_SOCKET, SO_REUSEADDR }, { SOL_SOCKET, SO_SNDBUF }, { SOL_SOCKET, SO_RCVBUF },
+		/* Not SO_SNDBUF/SO_RCVBUF: setting them would stop the kernel's
+		 * autotuning, whose values are all a read gives back. */
+		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_REUSEADDR },
 	};
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
 		int v;
@@ -1107,6 +1122,7 @@ static void attach_siblings(int fd)
 		int k = atomic_load(&o->kind);
 		if ((k != K_PASSIVE && k != K_ACTIVE) || fstat(i, &b) < 0 || b.st_ino != a.st_ino || b.st_dev != a.st_dev)
 			continue;
+		logmsg(3, "fd %d: also fd %d (same socket)", fd, i);
 		if (eng.dup(fd, i) == 0) {
 			o->engine_pid = getpid();
 			atomic_store(&o->kind, K_SDP);
@@ -1117,7 +1133,26 @@ static void attach_siblings(int fd)
 /* attach hands a connected SDP socket to this process's engine. It returns
  * 0, or -1 with errno. A connecting-side socket whose engine cannot be had
  * falls back to TCP. */
+static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int attach_locked(int fd, struct fdent *e);
+
+/* Two threads may make the first call on a connection at once; one hands
+ * it to the engine, the other finds it handed. */
 static int attach(int fd, struct fdent *e)
+{
+	int k = atomic_load(&e->kind);
+	if (k == K_SDP && e->engine_pid == getpid())
+		return 0;
+	pthread_mutex_lock(&attach_mu);
+	int r = attach_locked(fd, e);
+	int saved = errno;
+	pthread_mutex_unlock(&attach_mu);
+	errno = saved;
+	return r;
+}
+
+static int attach_locked(int fd, struct fdent *e)
 {
 	int k = atomic_load(&e->kind);
 	if (k == K_SDP) {
@@ -1138,6 +1173,7 @@ static int attach(int fd, struct fdent *e)
 		errno = EIO;
 		return -1;
 	}
+	logmsg(3, "fd %d: handing the %s connection to the engine", fd, kind_name(k));
 	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE,
 			    k == K_PASSIVE ? e->req : NULL, k == K_PASSIVE ? e->reqlen : 0);
 	if (rc < 0) {
@@ -1152,6 +1188,14 @@ static int attach(int fd, struct fdent *e)
 }
 
 /* ---- waiting -------------------------------------------------------------- */
+
+/* drain_wakeups empties a connection's eventfd after it woke this thread. */
+static void drain_wakeups(int efd)
+{
+	uint64_t v;
+	ssize_t r = real.read(efd, &v, sizeof v);
+	(void)r;
+}
 
 /* restartable says whether a blocking call interrupted by a signal should
  * go on, as the kernel restarts it after a handler installed with
@@ -1172,22 +1216,47 @@ static int restartable(void)
 	return 1;
 }
 
+static pid_t my_tid(void)
+{
+	static __thread pid_t tid;
+	if (!tid)
+		tid = (pid_t)syscall(SYS_gettid);
+	return tid;
+}
+
+/* Several threads blocked on one connection share its eventfd; one of them
+ * may empty it just after the engine rang it for another, which then sleeps
+ * on. Such a connection's waits are bounded, so that wake-up is late by at
+ * most this much, never lost. */
+#define SHARED_WAIT_MS 10
+
 /* wait_ready blocks until the engine says want is ready on fd (or an error
  * or hang-up is). Returns 0, -EINTR, or the engine's negative result. */
 static int wait_ready(int fd, int want)
 {
+	struct fdent *e = ours(fd);
+	if (e) {
+		pid_t t = my_tid(), last = atomic_exchange(&e->last_tid, t);
+		if (last && last != t)
+			atomic_store(&e->threads, 1);
+	}
 	for (;;) {
-		int kw = 0, tmo = -1;
-		int r = eng.poll(fd, want, &kw, &tmo);
+		int kw = 0, tmo = -1, efd = -1;
+		uint32_t edges;
+		int r = eng.poll(fd, want, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
 		if (r & (want | POLLERR | POLLHUP))
 			return 0;
 		if (kw == 0)
 			kw = POLLIN;
-		struct pollfd p = { .fd = fd, .events = (short)kw };
-		if (real.poll(&p, 1, tmo) < 0 && errno == EINTR && !restartable())
+		if (e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
+			tmo = SHARED_WAIT_MS;
+		struct pollfd p[2] = { { .fd = fd, .events = (short)kw }, { .fd = efd, .events = POLLIN } };
+		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable())
 			return -EINTR;
+		if (efd >= 0 && (p[1].revents & POLLIN))
+			drain_wakeups(efd);
 	}
 }
 
@@ -1829,6 +1898,7 @@ static void dup_ours(int oldfd, int newfd)
 	struct fdent *n = entry_new(newfd, K_CAND, o->family);
 	if (!n)
 		return;
+	logmsg(3, "fd %d: duplicate of fd %d (%s)", newfd, oldfd, kind_name(k));
 	n->passive = o->passive;
 	n->app_port = o->app_port;
 	n->reason = o->reason;
@@ -2134,8 +2204,12 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				continue;
 			}
 			if (kind == K_SDP) {
-				int kw = 0, et = -1;
-				int r = eng.poll(p->fd, p->events, &kw, &et);
+				pid_t t = my_tid(), last = atomic_exchange(&e->last_tid, t);
+				if (last && last != t)
+					atomic_store(&e->threads, 1);
+				int kw = 0, et = -1, efd = -1;
+				uint32_t edges;
+				int r = eng.poll(p->fd, p->events, &kw, &et, &efd, &edges);
 				if (r <= -SDP_FALLBACK) {
 					fallback(p->fd, e, reason_of(r));
 					kind = K_TCP;
@@ -2150,8 +2224,14 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				} else {
 					k[nk] = (struct pollfd){ .fd = p->fd, .events = (short)(kw ? kw : POLLIN) };
 					map[nk++] = i;
+					if (efd >= 0) {
+						k[nk] = (struct pollfd){ .fd = efd, .events = POLLIN };
+						map[nk++] = i;
+					}
 					if (et >= 0 && (tmo < 0 || et < tmo))
 						tmo = et;
+					if (atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
+						tmo = SHARED_WAIT_MS;
 					continue;
 				}
 			}
@@ -2188,8 +2268,11 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			struct pollfd *p = &fds[map[j]];
 			struct fdent *e = ours(p->fd);
 			int kind = e ? atomic_load(&e->kind) : K_NONE;
-			if (kind == K_SDP)
+			if (kind == K_SDP) {
+				if (k[j].fd != p->fd && (k[j].revents & POLLIN))
+					drain_wakeups(k[j].fd);
 				continue; /* asked again on the next round */
+			}
 			if (kind == K_CONNECTING) {
 				if (resolve_connecting(p->fd, e, k[j].revents)) {
 					if (atomic_load(&e->kind) == K_ACTIVE)
@@ -2382,6 +2465,8 @@ struct epreg {
 	epoll_data_t data;
 	uint32_t last;    /* edge-triggered: what was ready at the last look */
 	int kfired;       /* the kernel saw activity since the last look */
+	int efd;          /* the connection's eventfd once added to the set, or -1 */
+	uint32_t edges;   /* the connection's arrival count at the last look */
 	int disabled;     /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
 };
 
@@ -2521,7 +2606,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			err = errno;
 			break;
 		}
-		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1 };
+		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1 };
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r) {
@@ -2543,6 +2628,8 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			err = ENOENT;
 			break;
 		}
+		if (r->efd >= 0)
+			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
 		epreg_remove(ep, r);
 		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 		break;
@@ -2560,10 +2647,12 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 /* sdp_ready returns the poll events ready on an SDP connection, driving it
  * (attach, finishing a connect, falling back) as poll_emulated does. It
  * returns -1 when the descriptor has become a plain TCP socket. */
-static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo)
+static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, int *efd, uint32_t *edges)
 {
 	*kwait = 0;
 	*tmo = -1;
+	*efd = -1;
+	*edges = 0;
 	int k = atomic_load(&e->kind);
 	if (k == K_CAND) { /* not decided yet: the kernel socket tells */
 		struct pollfd p = { .fd = fd, .events = want };
@@ -2588,7 +2677,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo)
 		return POLLNVAL;
 	if (e->engine_pid != getpid())
 		return POLLERR | POLLHUP;
-	int r = eng.poll(fd, want, kwait, tmo);
+	int r = eng.poll(fd, want, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
 		return -1;
@@ -2611,8 +2700,15 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		}
 		if (r->disabled)
 			continue;
-		int kw, et;
-		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et);
+		int kw, et, efd;
+		uint32_t edges;
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		if (efd >= 0 && efd != r->efd) {
+			/* Wake this set too when another thread moves the connection. */
+			struct epoll_event wev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r->fd, r->gen) };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &wev) == 0 || errno == EEXIST)
+				r->efd = efd;
+		}
 		if (ready < 0) {
 			/* Now plain TCP on a fresh socket: the kernel takes over. */
 			struct epoll_event kev = { .events = r->events & ~EPOLLEXCLUSIVE, .data = r->data };
@@ -2631,9 +2727,11 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
 		uint32_t report = rep;
 		if (r->events & EPOLLET) {
-			report = (rep & ~r->last) | (r->kfired ? rep : 0);
+			/* Again only what became ready, or what saw a new arrival. */
+			report = (rep & ~r->last) | (edges != r->edges ? rep : 0);
 			r->last = rep;
 		}
+		r->edges = edges;
 		r->kfired = 0;
 		if (!report)
 			continue;
@@ -3002,16 +3100,28 @@ EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- process life ---------------------------------------------------------- */
 
+/* A child's statistics are its own: it starts with no connections counted. */
+static void child_after_fork(void)
+{
+	atomic_store(&n_tcp_conns, 0);
+	atomic_store(&n_sockets, 0);
+	for (int i = 0; i < SDP_REASON_MAX; i++)
+		atomic_store(&n_reasons[i], 0);
+}
+
 __attribute__((constructor)) static void shim_init(void)
 {
 	need_real();
 	cfg.log_fd = 2;
 	read_config();
 	adopt_inherited();
+	pthread_atfork(NULL, NULL, child_after_fork);
 }
 
 __attribute__((destructor)) static void shim_fini(void)
 {
+	if (engine_pid == getpid() && eng.exit)
+		eng.exit(); /* a forked child never calls into its parent's engine */
 	if (!cfg.stats || (!atomic_load(&n_sockets) && engine_pid != getpid()))
 		return; /* this process used no TCP socket */
 	char eng_line[768] = "sdp_conns=0 fpdus_tx=0 fpdus_rx=0 markers_tx=0 markers_rx=0 crc_bytes_rx=0 "

@@ -55,10 +55,14 @@ typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
-/* Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait
+/* *edges counts arrivals (data, end of stream, errors, room to send):
+ * edge-triggered epoll reports a ready descriptor again only when it moved.
+ * Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait
  * the kernel events to wait for on fd and in *timeout_ms how long at most
- * (-1: no limit) before asking again. */
-typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms);
+ * (-1: no limit) before asking again. When nothing wanted is ready, *efd is
+ * an eventfd to wait on too (POLLIN): it fires when another thread's call
+ * changed the connection (it may have read the bytes this thread waits for). */
+typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *efd, uint32_t *edges);
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */
@@ -74,6 +78,8 @@ typedef int64_t (*sdp_query_fn)(int fd, int what);
 typedef int64_t (*sdp_take_early_fn)(int fd, char *buf, int len);
 /* Writes the engine's counters as "key=value ..." into buf. */
 typedef int (*sdp_stats_fn)(char *buf, int len);
+/* Called once when the process exits: removes its sdpstat file. */
+typedef int (*sdp_engine_exit_fn)(void);
 
 /* Flags for sdp_recvv. */
 #define SDP_RECV_PEEK 1

@@ -88,6 +88,7 @@ func initEngine(c engineConfig) {
 		coreCfg.ConnectTimeout = time.Duration(c.connectMs) * time.Millisecond
 	}
 	coreCfg.Sanitize()
+	sdpcore.FdFloor = highFd()
 	startStatsPublisher()
 	logf(levelDebug, "engine started: markers=%v crc=%v buf_size=%d recv_bufs=%d", coreCfg.Markers, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs)
 }

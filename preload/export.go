@@ -85,19 +85,26 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 }
 
 //export sdp_poll
-func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int) (rc C.int) {
+func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)
-	*wait, *timeoutMs = 0, -1
+	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int(unix.EBADF)
 	}
 	now := time.Now()
-	ready, w, deadline, err := c.Poll(sdpcore.Events(want), now)
+	// The eventfd must exist before the connection is looked at: a change
+	// made by another thread after this look must find it to signal.
+	waiter := c.Waiter()
+	ready, w, deadline, e, err := c.PollEdges(sdpcore.Events(want), now)
+	*edges = C.uint32_t(e)
 	if err != nil {
 		return C.int(result(int(fd), c, 0, err))
 	}
 	*wait = C.int(w)
+	if ready&sdpcore.Events(want) == 0 {
+		*efd = C.int(waiter)
+	}
 	if !deadline.IsZero() {
 		ms := deadline.Sub(now).Milliseconds() + 1
 		if ms < 0 {

@@ -108,17 +108,21 @@ type Conn struct {
 	msgLeft int  // bytes of it still to come
 	msgHeld bool // it holds a buffer until its payload is read
 
-	wrShut   bool // DisConn queued (shutdown SHUT_WR or close)
-	disSent  bool
-	peerDis  bool // DisConn received: end of stream after rq
-	closed   bool // the application closed its descriptor
-	eof      bool // kernel stream ended
-	parts    [][]byte
-	hdr      [BSDHLen]byte
-	early    []byte // taken before the connection was up; sent first once it is
-	bg       bool   // a background goroutine is driving the connection
-	stats    Stats
-	lastWait time.Time
+	wrShut      bool // DisConn queued (shutdown SHUT_WR or close)
+	disSent     bool
+	peerDis     bool // DisConn received: end of stream after rq
+	closed      bool // the application closed its descriptor
+	eof         bool // kernel stream ended
+	parts       [][]byte
+	hdr         [BSDHLen]byte
+	early       []byte // taken before the connection was up; sent first once it is
+	efd         int    // eventfd for waiting threads, -1 until one asks (Waiter)
+	changes     uint64 // counts events that may make a waiter ready
+	edges       uint32 // counts arrivals the application may see (edge-triggered epoll)
+	wasWritable bool
+	bg          bool // a background goroutine is driving the connection
+	stats       Stats
+	lastWait    time.Time
 }
 
 type piece struct {
@@ -131,7 +135,7 @@ type piece struct {
 // the SDP port is established.
 func NewActive(fd int, cfg Config, now time.Time) *Conn {
 	cfg.Sanitize()
-	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd)}
+	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd), efd: -1}
 	c.deadline = now.Add(cfg.ConnectTimeout)
 	return c
 }
@@ -148,7 +152,7 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd)}
+	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd), efd: -1}
 	c.request = append([]byte(nil), request...)
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs
@@ -186,8 +190,15 @@ func (c *Conn) fail(err error) {
 	if c.st == stFailed {
 		return
 	}
+	if err == unix.ECONNRESET && (c.eof || c.peerDis) {
+		// Reset after the peer's end of stream: as TCP in CLOSE_WAIT,
+		// the application sees EPIPE on writing, end of stream on reading.
+		err = unix.EPIPE
+	}
 	c.st = stFailed
 	c.err = err
+	c.changes++
+	c.edges++
 }
 
 // failProto ends the connection after a protocol fault of the peer: a
@@ -238,6 +249,12 @@ func (c *Conn) progress(now time.Time) {
 	if c.st == stFailed || c.fb != nil {
 		return
 	}
+	seen := c.changes
+	defer func() {
+		if c.changes != seen {
+			c.wake()
+		}
+	}()
 	if err := c.flush(); err != nil {
 		return
 	}
@@ -280,10 +297,12 @@ func (c *Conn) progress(now time.Time) {
 // fill reads from the socket; false when nothing more can be read now.
 func (c *Conn) fill() bool {
 	_, err := c.qp.Fill()
+	c.changes++ // new bytes, end of stream or an error: all can make a waiter ready
 	switch {
 	case err == nil:
 		return true
 	case err == unix.EAGAIN:
+		c.changes--
 		return false
 	case err == iwarp.ErrClosed:
 		c.onEOF()
@@ -297,6 +316,7 @@ func (c *Conn) fill() bool {
 func (c *Conn) fallback(fb *FallbackError) {
 	fb.Early, c.early = c.early, nil
 	c.fb = fb
+	c.changes++
 }
 
 // onEOF handles the end of the kernel stream. Without DisConn it still
@@ -304,6 +324,7 @@ func (c *Conn) fallback(fb *FallbackError) {
 // inside a message is a fault.
 func (c *Conn) onEOF() {
 	c.eof = true
+	c.edges++
 	switch {
 	case c.st == stAwaitRequest:
 		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
@@ -313,17 +334,70 @@ func (c *Conn) onEOF() {
 }
 
 func (c *Conn) flush() error {
-	if c.qp.TxPending() == 0 {
+	pending := c.qp.TxPending()
+	if pending == 0 {
 		return nil
 	}
 	err := c.qp.Flush()
+	if c.qp.TxPending() < pending {
+		c.changes++ // room in the transmit backlog
+	}
 	if err != nil && err != unix.EAGAIN {
-		if err == unix.EPIPE {
-			err = unix.ECONNRESET
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			// The peer is gone: as on TCP, writing gives EPIPE and
+			// reading ends the stream.
+			c.eof = true
+			err = unix.EPIPE
 		}
 		c.fail(err)
 	}
 	return err
+}
+
+// wake tells threads waiting on the connection's eventfd that its state
+// changed: one thread may have read what another one waits for.
+func (c *Conn) wake() {
+	if c.efd >= 0 {
+		var one = [8]byte{1}
+		_, _ = unix.Write(c.efd, one[:])
+	}
+}
+
+// FdFloor is the lowest descriptor number the package uses for descriptors
+// of its own (eventfds), to keep them away from the application's.
+var FdFloor = 0
+
+// Waiter returns an eventfd that becomes readable when the connection's
+// state changes, creating it on first use; -1 if it cannot be had. A thread
+// that blocks on the socket also waits on it, because another thread's call
+// may drain the socket into the connection's buffers. The thread that wakes
+// on it reads it empty; Poll never does, or it could take the wake-up from a
+// thread that is still asleep.
+func (c *Conn) Waiter() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.efd < 0 && !c.closed {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return -1
+		}
+		if FdFloor > 0 {
+			if hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, FdFloor); err == nil {
+				unix.Close(fd)
+				fd = hi
+			}
+		}
+		c.efd = fd
+	}
+	return c.efd
+}
+
+// releaseWaiter closes the eventfd once nobody can wait on it any more.
+func (c *Conn) releaseWaiter() {
+	if c.efd >= 0 {
+		unix.Close(c.efd)
+		c.efd = -1
+	}
 }
 
 // onRequest handles the MPA Request on the connecting side. It returns true
@@ -466,6 +540,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		return
 	}
 	c.stats.PayloadRx += uint64(len(payload))
+	c.edges++
 	last := seg.Last && c.msgHeld
 	if last {
 		c.msgHeld = false
@@ -502,6 +577,7 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 		c.inData = true
 	case MIDDisConn:
 		c.peerDis = true
+		c.edges++
 	case MIDAbortConn:
 		c.fail(unix.ECONNRESET)
 	default:

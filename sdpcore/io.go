@@ -238,11 +238,11 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		}
 		return n, nil
 	}
+	if c.peerDis || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
+		return 0, nil
+	}
 	if c.st == stFailed {
 		return 0, errnoOf(c.err)
-	}
-	if c.peerDis || c.eof {
-		return 0, nil
 	}
 	total := 0
 	for _, b := range bufs {
@@ -302,14 +302,22 @@ func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 // zero for none) before calling Poll again. A *FallbackError means the
 // caller should switch to plain TCP.
 func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline time.Time, err error) {
+	ready, wait, deadline, _, err = c.PollEdges(want, now)
+	return ready, wait, deadline, err
+}
+
+// PollEdges is Poll that also returns a counter of arrivals (data, end of
+// stream, errors, room to send): edge-triggered waiters report readiness
+// again only when it moved.
+func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.progress(now)
 	if c.fb != nil {
-		return 0, 0, time.Time{}, c.fb
+		return 0, 0, time.Time{}, c.edges, c.fb
 	}
 	if c.st == stFailed {
-		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, nil
+		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
 	if c.rqBytes > 0 || c.peerDis || c.eof {
 		ready |= EvIn
@@ -344,7 +352,11 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 	if c.st == stAwaitRequest {
 		deadline = c.deadline
 	}
-	return ready, wait, deadline, nil
+	if ready&EvOut != 0 && !c.wasWritable {
+		c.edges++ // room to send again
+	}
+	c.wasWritable = ready&EvOut != 0
+	return ready, wait, deadline, c.edges, nil
 }
 
 // Shutdown ends one or both directions. Shutting down writing sends DisConn
@@ -371,20 +383,27 @@ func (c *Conn) Close(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
+	c.wake() // threads still waiting on it must look again (they will find it closed)
 	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {
 		c.releaseQueue()
+		c.releaseWaiter()
 		return true
 	}
 	if c.rqBytes > 0 {
 		c.abort() // unread data: TCP resets the connection
 		c.releaseQueue()
+		c.releaseWaiter()
 		return true
 	}
 	c.wrShut = true
 	c.progress(now)
 	c.queueDisConn()
 	_ = c.flush()
-	return c.finished()
+	done := c.finished()
+	if done {
+		c.releaseWaiter()
+	}
+	return done
 }
 
 func (c *Conn) finished() bool {
@@ -410,6 +429,7 @@ func (c *Conn) Linger(fd int, until time.Time) {
 	defer unix.Close(fd)
 	c.mu.Lock()
 	c.qp.SetFd(fd)
+	c.releaseWaiter()
 	c.mu.Unlock()
 	for {
 		now := time.Now()

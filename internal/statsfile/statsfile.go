@@ -159,17 +159,17 @@ func isDir(p string) bool {
 func AllDirs() map[int]string {
 	base := baseDir()
 	out := map[int]string{}
-	ents, err := os.ReadDir(base)
+	names, err := dirNames(base)
 	if err != nil {
 		return out
 	}
-	for _, e := range ents {
-		s, ok := strings.CutPrefix(e.Name(), "libsdp-")
+	for _, name := range names {
+		s, ok := strings.CutPrefix(name, "libsdp-")
 		if !ok {
 			continue
 		}
-		if uid, err := strconv.Atoi(s); err == nil && uid >= 0 && dirName(uid) == e.Name() {
-			out[uid] = filepath.Join(base, e.Name())
+		if uid, err := strconv.Atoi(s); err == nil && uid >= 0 && dirName(uid) == name {
+			out[uid] = filepath.Join(base, name)
 		}
 	}
 	return out
@@ -276,7 +276,7 @@ func Remove(dir string, pid int) {
 // StartTicks returns field 22 of /proc/<pid>/stat, the process's start time
 // in clock ticks after boot.
 func StartTicks(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := readPath("/proc/"+strconv.Itoa(pid)+"/stat", 1<<16)
 	if err != nil {
 		return 0, err
 	}
@@ -319,11 +319,12 @@ func Alive(pid int, startTicks uint64) bool {
 
 // Exe returns the executable of process pid.
 func Exe(pid int) string {
-	s, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	buf := make([]byte, 4096)
+	n, err := unix.Readlink("/proc/"+strconv.Itoa(pid)+"/exe", buf)
 	if err != nil {
 		return ""
 	}
-	return s
+	return string(buf[:n])
 }
 
 // sameExe reports whether pid still runs exe; when either is unknown (a
@@ -349,15 +350,14 @@ type Entry struct {
 // set, removed, together with their temporary files. Files that cannot be
 // read or parsed are reported in errs and skipped.
 func Load(dir string, clean bool, now time.Time) (out []Entry, errs []error) {
-	ents, err := os.ReadDir(dir)
+	names, err := dirNames(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) {
 			return nil, nil
 		}
 		return nil, []error{err}
 	}
-	for _, e := range ents {
-		name := e.Name()
+	for _, name := range names {
 		if strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp") {
 			pid, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "."), ".tmp"))
 			if err == nil && clean && unix.Kill(pid, 0) == unix.ESRCH {
@@ -402,6 +402,65 @@ func Load(dir string, clean bool, now time.Time) (out []Entry, errs []error) {
 // Clean removes dir's files of processes that are gone.
 func Clean(dir string) { Load(dir, true, time.Now()) }
 
+// The engine runs inside other programs, so this package reads files with
+// plain system calls: the os package's files would start the Go runtime's
+// poller, whose epoll and eventfd descriptors an application that closes
+// every descriptor it does not know would take away.
+
+// readAll reads fd to its end, at most max bytes.
+func readAll(fd int, max int64) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 16<<10)
+	for int64(len(out)) <= max {
+		n, err := unix.Read(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+	return nil, fmt.Errorf("more than %d bytes", max)
+}
+
+// readPath reads a whole (small) file.
+func readPath(path string, max int64) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	return readAll(fd, max)
+}
+
+// dirNames lists a directory's entries.
+func dirNames(dir string) ([]string, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(fd)
+	var names []string
+	buf := make([]byte, 8<<10)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
+
 // readFile opens path without following links, requires a regular file
 // of a sane size, and parses it.
 func readFile(path string) (*Process, error) {
@@ -409,21 +468,20 @@ func readFile(path string) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() || st.Size() > maxFile {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxFile {
 		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, maxFile)
 	}
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(f); err != nil {
+	b, err := readAll(fd, maxFile)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var p Process
-	if err := json.Unmarshal(buf.Bytes(), &p); err != nil {
+	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &p, nil

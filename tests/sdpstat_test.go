@@ -1,0 +1,339 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"libsdp/internal/statsfile"
+)
+
+// holdClient connects to an HTTP server, asks for a file, reads at least want bytes of the
+// answer and reports "ready <bytes> <local port>"; it keeps the connection open until its
+// stdin ends, so that the connection can be observed while it is alive.
+const holdClient = `import socket, sys
+port, want = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port), timeout=60)
+s.sendall(b"GET /big.bin HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+got = 0
+while got < want:
+    b = s.recv(65536)
+    if not b:
+        break
+    got += len(b)
+print("ready", got, s.getsockname()[1], flush=True)
+sys.stdin.readline()
+s.close()
+`
+
+// holder is a running holdClient.
+type holder struct {
+	*proc
+	stdin     io.WriteCloser
+	localPort int
+	received  int64
+}
+
+// startHolder runs holdClient (preloaded with shim unless shim is "") against port and waits
+// until it has received want bytes. Closing its stdin (done at cleanup) lets it finish.
+func startHolder(ctx context.Context, t *testing.T, shim, dir, name string, port, want int) *holder {
+	t.Helper()
+	script := filepath.Join(dir, "hold.py")
+	require.NoError(t, os.WriteFile(script, []byte(holdClient), 0o644))
+	cmd := exec.CommandContext(ctx, python, script, strconv.Itoa(port), strconv.Itoa(want))
+	cmd.Env = procEnv(shim, filepath.Join(dir, name+".%p.log"))
+	cmd.WaitDelay = 10 * time.Second
+	errPath := filepath.Join(dir, name+".out")
+	f, err := os.Create(errPath)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stderr = f
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	h := &holder{proc: &proc{name: name, cmd: cmd, out: errPath, done: make(chan struct{})}, stdin: stdin}
+
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		_, _ = io.Copy(io.Discard, stdout)
+		h.err = cmd.Wait()
+		close(h.done)
+	}()
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		select {
+		case <-h.done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-h.done
+		}
+	})
+
+	select {
+	case line, ok := <-lines:
+		require.Truef(t, ok, "%s ended before reading its data (%v); output:\n%s", name, h.err, tail(errPath))
+		f := strings.Fields(line)
+		require.Lenf(t, f, 3, "%s said %q", name, line)
+		h.received, err = strconv.ParseInt(f[1], 10, 64)
+		require.NoError(t, err)
+		require.GreaterOrEqualf(t, h.received, int64(want), "%s: connection ended early; output:\n%s", name, tail(errPath))
+		h.localPort, err = strconv.Atoi(f[2])
+		require.NoError(t, err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not receive %d bytes within 60 s; output:\n%s", name, want, tail(errPath))
+	}
+	return h
+}
+
+// sdpstatBin returns the path of build/sdpstat.
+func sdpstatBin(t *testing.T, shim string) string {
+	t.Helper()
+	bin := filepath.Join(filepath.Dir(shim), "sdpstat")
+	_, err := os.Stat(bin)
+	require.NoErrorf(t, err, "%s is missing: run make first", bin)
+	return bin
+}
+
+// runSdpstat runs build/sdpstat with args and returns its stdout, stderr and exit code.
+func runSdpstat(ctx context.Context, t *testing.T, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = cleanEnv()
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("sdpstat %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// sdpstatProcesses returns sdpstat's view of every process using libsdp, by pid.
+func sdpstatProcesses(ctx context.Context, t *testing.T, bin string) map[int]statsfile.Process {
+	t.Helper()
+	out, errOut, code := runSdpstat(ctx, t, bin, "--json")
+	require.Equalf(t, 0, code, "sdpstat --json failed: %s", errOut)
+	var doc struct {
+		Processes []statsfile.Process `json:"processes"`
+	}
+	require.NoErrorf(t, json.Unmarshal([]byte(out), &doc), "sdpstat --json printed %q", out)
+	m := map[int]statsfile.Process{}
+	for _, p := range doc.Processes {
+		m[p.PID] = p
+	}
+	return m
+}
+
+// waitSdpstat polls sdpstat --json (the files are refreshed twice a second) until check
+// finds what it wants in it, and fails with check's last complaint after a bounded wait.
+func waitSdpstat(ctx context.Context, t *testing.T, bin string, check func(map[int]statsfile.Process) error) map[int]statsfile.Process {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		procs := sdpstatProcesses(ctx, t, bin)
+		err := check(procs)
+		if err == nil {
+			return procs
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(procs, "", "  ")
+			t.Fatalf("sdpstat: %v\nlast listing:\n%s", err, b)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sdpstat: %v: %v", err, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// findSocket returns the socket of p matching kind and, when not "", the local and remote
+// addresses.
+func findSocket(p statsfile.Process, kind, local, remote string) *statsfile.Socket {
+	for i, s := range p.Sockets {
+		if s.Kind == kind && (local == "" || s.Local == local) && (remote == "" || s.Remote == remote) {
+			return &p.Sockets[i]
+		}
+	}
+	return nil
+}
+
+// TestSdpstat: a preloaded http.server serves a preloaded client and a plain client, both
+// holding their connection open; sdpstat lists both preloaded processes with the listener (TCP
+// and SDP ports), the SDP connection from both ends with its counters, and the plain client's
+// connection as TCP with the reason plain-peer.
+func TestSdpstat(t *testing.T) {
+	shim, ctx := setup(t)
+	bin := sdpstatBin(t, shim)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	www := filepath.Join(dir, "www")
+	require.NoError(t, os.Mkdir(www, 0o755))
+	// Far more than the SDP receive buffers and the socket buffers hold, so that the server
+	// is still sending while the clients hold their connections.
+	makeFile(t, www, "big.bin", 64<<20)
+
+	port := freePort(t)
+	srv := startServer(ctx, t, shim, www, dir, port)
+	srvPid := srv.cmd.Process.Pid
+	const want = 1 << 20
+	sdpCli := startHolder(ctx, t, shim, dir, "client-sdp", port, want)
+	plainCli := startHolder(ctx, t, "", dir, "client-plain", port, want)
+	app := fmt.Sprintf("127.0.0.1:%d", port)
+	sdpPeer := fmt.Sprintf("127.0.0.1:%d", sdpCli.localPort)
+	plainPeer := fmt.Sprintf("127.0.0.1:%d", plainCli.localPort)
+
+	procs := waitSdpstat(ctx, t, bin, func(m map[int]statsfile.Process) error {
+		s, ok := m[srvPid]
+		if !ok {
+			return fmt.Errorf("server pid %d not listed", srvPid)
+		}
+		acc := findSocket(s, "sdp", app, sdpPeer)
+		if acc == nil || acc.SDP == nil || acc.SDP.PayloadTx < want || acc.SDP.FPDUsTx == 0 {
+			return fmt.Errorf("server: no SDP connection from %s with its counters", sdpPeer)
+		}
+		if findSocket(s, "tcp", app, plainPeer) == nil {
+			return fmt.Errorf("server: no TCP connection from %s", plainPeer)
+		}
+		c, ok := m[sdpCli.cmd.Process.Pid]
+		if !ok {
+			return fmt.Errorf("client pid %d not listed", sdpCli.cmd.Process.Pid)
+		}
+		cs := findSocket(c, "sdp", sdpPeer, app)
+		if cs == nil || cs.SDP == nil || cs.SDP.PayloadRx < uint64(sdpCli.received) {
+			return fmt.Errorf("client: no SDP connection to %s that has received %d bytes", app, sdpCli.received)
+		}
+		return nil
+	})
+	_, listed := procs[plainCli.cmd.Process.Pid]
+	assert.False(t, listed, "the plain client does not run libsdp and is not listed")
+
+	s := procs[srvPid]
+	assert.Equal(t, "python3", s.Prog)
+	assert.Positive(t, s.StartTicks)
+	l := findSocket(s, "listen", app, "")
+	require.NotNil(t, l, "server: the listener on %s", app)
+	assert.Equal(t, "tcp+sdp", l.Transport, "a listener takes TCP and SDP")
+	assert.Equal(t, sdpPort(port), l.SDPPort, "the listener's SDP port")
+	assert.Equal(t, "listen", l.State)
+	assert.Nil(t, l.SDP)
+
+	acc := findSocket(s, "sdp", app, sdpPeer)
+	assert.Equal(t, "sdp", acc.Transport)
+	assert.Empty(t, acc.Reason)
+	assert.Equal(t, "established", acc.State)
+	d := acc.SDP
+	assert.Equal(t, "up", d.State)
+	assert.Equal(t, "credit", d.FlowControl)
+	assert.Equal(t, "separate", d.Buffering)
+	assert.True(t, d.Markers, "markers negotiated (the default)")
+	assert.True(t, d.CRC, "CRC negotiated (the default)")
+	assert.Positive(t, d.PayloadRx, "the request")
+	assert.Positive(t, d.FPDUsRx)
+	assert.Positive(t, d.MarkersTx, "markers in %d bytes sent", d.WireTx)
+	assert.Greater(t, d.WireTx, d.PayloadTx, "framing and markers on the wire")
+	assert.Positive(t, d.CRCBytesRx)
+	assert.Zero(t, d.CRCErrors)
+	assert.Positive(t, d.MsgsTx)
+	assert.Equal(t, d.PayloadTx, d.BCopyTx, "every byte by buffer copy")
+	assert.Zero(t, d.ZCopyTx)
+	assert.Zero(t, d.Coalesced)
+	assert.InDelta(t, 1.0, d.CopiesPerByteTx, 0.01, "buffer copy: one user-space copy per byte sent")
+	assert.Positive(t, s.Totals["sdp_conns"], "process totals")
+
+	tcp := findSocket(s, "tcp", app, plainPeer)
+	assert.Equal(t, "tcp", tcp.Transport)
+	assert.Equal(t, "plain-peer", tcp.Reason)
+	assert.Nil(t, tcp.SDP, "no SDP counters for a TCP connection")
+
+	c := procs[sdpCli.cmd.Process.Pid]
+	assert.Equal(t, "python3", c.Prog)
+	cs := findSocket(c, "sdp", sdpPeer, app)
+	assert.Equal(t, "sdp", cs.Transport, "the client sees its connection to %s over SDP", app)
+	assert.Equal(t, "up", cs.SDP.State)
+	assert.Positive(t, cs.SDP.PayloadTx, "the request")
+	assert.Positive(t, cs.SDP.FPDUsRx)
+	assert.Positive(t, cs.SDP.MarkersRx)
+	assert.Positive(t, cs.SDP.CRCBytesRx)
+
+	// The table for one process.
+	out, errOut, code := runSdpstat(ctx, t, bin, "-p", strconv.Itoa(srvPid))
+	require.Equalf(t, 0, code, "sdpstat -p: %s", errOut)
+	assert.Contains(t, out, fmt.Sprintf("PID %d  python3", srvPid))
+	assert.Contains(t, out, fmt.Sprintf("%s (sdp %d)", app, sdpPort(port)))
+	assert.Regexp(t, `(?m)^\d+ +listen +tcp\+sdp `, out)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp +- +%s +%s +established +up +credit +separate +\d+`, app, sdpPeer), out)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +tcp +tcp +plain-peer +%s +%s `, app, plainPeer), out)
+	assert.NotContains(t, out, fmt.Sprintf("PID %d ", sdpCli.cmd.Process.Pid), "-p shows one process")
+
+	// Bad options and unknown processes fail clearly.
+	_, errOut, code = runSdpstat(ctx, t, bin, "--no-such-option")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `unknown option "--no-such-option"`)
+	_, errOut, code = runSdpstat(ctx, t, bin, "-p", strconv.Itoa(plainCli.cmd.Process.Pid))
+	assert.Equal(t, 1, code, "a process without libsdp")
+	assert.Contains(t, errOut, "publishes no libsdp statistics")
+
+	// At exit the process's file goes away with it.
+	statsFile := filepath.Join(statsfile.Dir(os.Getuid()), statsfile.FileName(srvPid))
+	require.FileExists(t, statsFile)
+	require.NoError(t, sdpCli.stdin.Close())
+	require.NoError(t, plainCli.stdin.Close())
+	srv.stop()
+	_, err := os.Lstat(statsFile)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the server's statistics file is removed when it exits")
+	procs = sdpstatProcesses(ctx, t, bin)
+	assert.NotContains(t, procs, srvPid, "an ended process is not listed")
+}
+
+// TestSdpstatStaleFile: a file left by a process that is gone is neither listed nor kept.
+func TestSdpstatStaleFile(t *testing.T) {
+	shim, ctx := setup(t)
+	bin := sdpstatBin(t, shim)
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	dead := cmd.Process.Pid
+	uid := os.Getuid()
+	dir := statsfile.Dir(uid)
+	require.NoError(t, statsfile.EnsureDir(dir, uid))
+	data, err := json.Marshal(statsfile.Process{Version: statsfile.Version, PID: dead, Prog: "gone", StartTicks: 1,
+		Sockets: []statsfile.Socket{{FD: 3, Kind: "sdp", Transport: "sdp"}}})
+	require.NoError(t, err)
+	require.NoError(t, statsfile.Write(dir, uid, dead, data))
+	t.Cleanup(func() { statsfile.Remove(dir, dead) })
+
+	procs := sdpstatProcesses(ctx, t, bin)
+	assert.NotContains(t, procs, dead)
+	_, err = os.Lstat(filepath.Join(dir, statsfile.FileName(dead)))
+	assert.ErrorIs(t, err, os.ErrNotExist, "sdpstat removes the file of a process that is gone")
+}
