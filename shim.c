@@ -128,7 +128,8 @@ static struct {
 	int log_fd;
 	int log_syslog;
 	int stats;
-} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0, 0 };
+	int fpdu_align;
+} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0, 0, 1 };
 
 static void logmsg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logmsg(int level, const char *fmt, ...)
@@ -262,6 +263,7 @@ static void read_config(void)
 	cfg.buf_size = env_int("SDP_BUF_SIZE", cfg.buf_size, 1040, 1 << 20);
 	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 4, 1024);
 	cfg.stats = env_bool("SDP_STATS", 0);
+	cfg.fpdu_align = env_bool("SDP_FPDU_ALIGN", 1);
 	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
 		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
 		return;
@@ -610,6 +612,7 @@ static int load_engine(void)
 			.recv_bufs = cfg.recv_bufs,
 			.connect_timeout_ms = cfg.connect_timeout_ms,
 			.snapshot = shim_snapshot,
+			.fpdu_align = cfg.fpdu_align,
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||

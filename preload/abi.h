@@ -48,6 +48,7 @@ struct sdp_engine_config {
 	 * sdp_port=P", addresses as the application sees them. Returns the
 	 * length written (at most len - 1, NUL-terminated). */
 	int (*snapshot)(char *buf, int len);
+	int32_t fpdu_align; /* 1: one FPDU per TCP segment (MSG_EOR); 0: let TCP merge them */
 };
 
 /* Function types the shim resolves with dlsym. */

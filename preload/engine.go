@@ -24,6 +24,7 @@ type engineConfig struct {
 	spacing           int
 	bufSize, recvBufs int
 	connectMs         int
+	unaligned         bool
 }
 
 const (
@@ -87,6 +88,7 @@ func initEngine(c engineConfig) {
 	if c.connectMs > 0 {
 		coreCfg.ConnectTimeout = time.Duration(c.connectMs) * time.Millisecond
 	}
+	coreCfg.Unaligned = c.unaligned
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
 	startStatsPublisher()

@@ -41,6 +41,7 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 		bufSize:   int(cfg.buf_size),
 		recvBufs:  int(cfg.recv_bufs),
 		connectMs: int(cfg.connect_timeout_ms),
+		unaligned: cfg.fpdu_align == 0,
 	})
 	return 0
 }

@@ -18,6 +18,7 @@ type Config struct {
 	ConnectTimeout time.Duration // how long the connecting side waits for the MPA Request
 	TxBacklog      int           // bytes framed but not yet taken by the kernel before senders wait
 	Linger         time.Duration // how long a closed connection keeps flushing and draining
+	Unaligned      bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=0)
 }
 
 // DefaultConfig returns the defaults the documentation lists.

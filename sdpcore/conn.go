@@ -136,6 +136,7 @@ type piece struct {
 func NewActive(fd int, cfg Config, now time.Time) *Conn {
 	cfg.Sanitize()
 	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd), efd: -1}
+	c.qp.SetAlign(!cfg.Unaligned)
 	c.deadline = now.Add(cfg.ConnectTimeout)
 	return c
 }
@@ -153,6 +154,7 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd), efd: -1}
+	c.qp.SetAlign(!cfg.Unaligned)
 	c.request = append([]byte(nil), request...)
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs

@@ -14,7 +14,7 @@ import (
 
 // tcpPair returns the two ends of a loopback TCP connection: the connecting
 // one and the accepted one.
-func tcpPair(t *testing.T) (int, int) {
+func tcpPair(t testing.TB) (int, int) {
 	t.Helper()
 	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func tcpPair(t *testing.T) (int, int) {
 
 // connPair sets up an SDP connection the way the shim does: the accepting
 // side writes the MPA Request first.
-func connPair(t *testing.T, cfg Config) (*Conn, *Conn) {
+func connPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	t.Helper()
 	cfd, afd := tcpPair(t)
 	cfg.Sanitize()
@@ -50,7 +50,7 @@ func connPair(t *testing.T, cfg Config) (*Conn, *Conn) {
 }
 
 // wait blocks (bounded) until c says want may be ready.
-func wait(t *testing.T, c *Conn, want Events, until time.Time) error {
+func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
 	for {
 		if time.Now().After(until) {
 			return errors.New("timed out waiting")
@@ -170,15 +170,17 @@ func TestStreamBothWays(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		markers, crc bool
+		unaligned    bool
 	}{
-		{"markers+crc", true, true},
-		{"crc", false, true},
-		{"markers", true, false},
-		{"plain", false, false},
+		{"markers+crc", true, true, false},
+		{"crc", false, true, false},
+		{"markers", true, false, false},
+		{"plain", false, false, false},
+		{"markers+crc-unaligned", true, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
-			cfg.Markers, cfg.CRC = tc.markers, tc.crc
+			cfg.Markers, cfg.CRC, cfg.Unaligned = tc.markers, tc.crc, tc.unaligned
 			sa, sp := exchange(t, cfg, 8<<20, 42)
 			require.True(t, sa.Up && sp.Up)
 			require.EqualValues(t, 8<<20, sa.PayloadRx)

@@ -1,0 +1,133 @@
+package sdpcore
+
+import (
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkStream measures one-way throughput of an SDP connection over
+// loopback TCP (both ends in this process, the receiver in a goroutine)
+// beside plain TCP moving the same bytes with the same call sizes.
+func BenchmarkStream(b *testing.B) {
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		b.Run("sdp/"+sizeName(size), func(b *testing.B) { benchSDP(b, size, DefaultConfig()) })
+		b.Run("sdp-nomarkers-nocrc/"+sizeName(size), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Markers, cfg.CRC = false, false
+			benchSDP(b, size, cfg)
+		})
+		b.Run("sdp-unaligned/"+sizeName(size), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Unaligned = true
+			benchSDP(b, size, cfg)
+		})
+		b.Run("tcp/"+sizeName(size), func(b *testing.B) { benchTCP(b, size) })
+	}
+}
+
+func sizeName(n int) string {
+	if n >= 1<<20 {
+		return itoa(n>>20) + "MiB"
+	}
+	return itoa(n>>10) + "KiB"
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+func benchSDP(b *testing.B, size int, cfg Config) {
+	t := b
+	a, p := connPair(b, cfg)
+	buf := make([]byte, size)
+	total := size * b.N
+	done := make(chan error, 1)
+	until := time.Now().Add(5 * time.Minute)
+	go func() {
+		rb := make([]byte, 256<<10)
+		got := 0
+		for got < total {
+			n, err := a.Recv([][]byte{rb}, 0, time.Now())
+			if err == ErrWouldBlock {
+				if err := wait(t, a, EvIn, until); err != nil {
+					done <- err
+					return
+				}
+				continue
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			got += n
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for off := 0; off < size; {
+			n, err := p.Send([][]byte{buf[off:]}, time.Now())
+			if err == ErrWouldBlock {
+				if err := wait(t, p, EvOut, until); err != nil {
+					b.Fatal(err)
+				}
+				continue
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if p.NeedsBackground() { // as the engine does: queued bytes must not wait for the next call
+				go p.Background(time.Minute)
+			}
+			off += n
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+func benchTCP(b *testing.B, size int) {
+	c, s := tcpPairB(b)
+	buf := make([]byte, size)
+	total := size * b.N
+	done := make(chan error, 1)
+	go func() {
+		rb := make([]byte, 256<<10)
+		got := 0
+		for got < total {
+			n, err := unix.Read(s, rb)
+			if err != nil || n == 0 {
+				done <- err
+				return
+			}
+			got += n
+		}
+		done <- nil
+	}()
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for off := 0; off < size; {
+			n, err := unix.Write(c, buf[off:])
+			if err != nil {
+				b.Fatal(err)
+			}
+			off += n
+		}
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+}
+
+func tcpPairB(b *testing.B) (int, int) { return tcpPair(b) }
