@@ -3120,55 +3120,46 @@ static char **env_with_inherit(char *const envp[], char **var)
 	return out;
 }
 
+/* EXEC_INHERITING runs call (which uses env) with LIBSDP_INHERIT added to
+ * envp; it returns only if exec failed. */
+#define EXEC_INHERITING(envp, call)                                \
+	do {                                                       \
+		char *var_;                                        \
+		char **env = env_with_inherit((envp), &var_);      \
+		int r_ = (call);                                   \
+		int saved_ = errno;                                \
+		if (env != (char **)(envp))                        \
+			free(env);                                 \
+		free(var_);                                        \
+		errno = saved_;                                    \
+		return r_;                                         \
+	} while (0)
+
 EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	need_real();
 	static int (*real_execve)(const char *, char *const[], char *const[]);
+	need_real();
 	if (!real_execve)
 		real_execve = dlsym(RTLD_NEXT, "execve");
-	char *var;
-	char **env = env_with_inherit(envp, &var);
-	int r = real_execve(path, argv, env);
-	int saved = errno;
-	if (env != envp)
-		free(env);
-	free(var);
-	errno = saved;
-	return r;
+	EXEC_INHERITING(envp, real_execve(path, argv, env));
 }
 
 EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	need_real();
 	static int (*real_execvpe)(const char *, char *const[], char *const[]);
+	need_real();
 	if (!real_execvpe)
 		real_execvpe = dlsym(RTLD_NEXT, "execvpe");
-	char *var;
-	char **env = env_with_inherit(envp, &var);
-	int r = real_execvpe(file, argv, env);
-	int saved = errno;
-	if (env != envp)
-		free(env);
-	free(var);
-	errno = saved;
-	return r;
+	EXEC_INHERITING(envp, real_execvpe(file, argv, env));
 }
 
 EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	need_real();
 	static int (*real_fexecve)(int, char *const[], char *const[]);
+	need_real();
 	if (!real_fexecve)
 		real_fexecve = dlsym(RTLD_NEXT, "fexecve");
-	char *var;
-	char **env = env_with_inherit(envp, &var);
-	int r = real_fexecve(fd, argv, env);
-	int saved = errno;
-	if (env != envp)
-		free(env);
-	free(var);
-	errno = saved;
-	return r;
+	EXEC_INHERITING(envp, real_fexecve(fd, argv, env));
 }
 
 EXPORT int execv(const char *path, char *const argv[])
