@@ -479,6 +479,16 @@ static int shim_snapshot(char *buf, int len)
 	return o;
 }
 
+/* shim_own_fd keeps the application's close() away from the engine's own
+ * descriptors (eventfds, sockets it still finishes after close). */
+static void shim_own_fd(int fd, int own)
+{
+	if (own)
+		entry_new(fd, K_ENGINE, 0);
+	else
+		entry_reset(fd);
+}
+
 /* ---- the engine ------------------------------------------------------ */
 
 static struct {
@@ -614,6 +624,7 @@ static int load_engine(void)
 			.connect_timeout_ms = cfg.connect_timeout_ms,
 			.snapshot = shim_snapshot,
 			.fpdu_align = cfg.fpdu_align,
+			.own_fd = shim_own_fd,
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||

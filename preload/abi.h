@@ -49,6 +49,9 @@ struct sdp_engine_config {
 	 * length written (at most len - 1, NUL-terminated). */
 	int (*snapshot)(char *buf, int len);
 	int32_t fpdu_align; /* 1: one FPDU per TCP segment (MSG_EOR); 0: let TCP merge them */
+	/* The engine reports descriptors it opens (own = 1) and is about to
+	 * close (own = 0): close() by the application leaves them alone. */
+	void (*own_fd)(int fd, int own);
 };
 
 /* Function types the shim resolves with dlsym. */

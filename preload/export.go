@@ -10,6 +10,7 @@ package main
 #include "abi.h"
 
 static int call_snapshot(int (*f)(char *, int), char *buf, int len) { return f ? f(buf, len) : 0; }
+static void call_own_fd(void (*f)(int, int), int fd, int own) { if (f) f(fd, own); }
 */
 import "C"
 
@@ -31,6 +32,15 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 		return -C.int(unix.EINVAL)
 	}
 	snapshotFn = cfg.snapshot
+	if ownFn := cfg.own_fd; ownFn != nil {
+		sdpcore.OwnFd = func(fd int, own bool) {
+			o := C.int(0)
+			if own {
+				o = 1
+			}
+			C.call_own_fd(ownFn, C.int(fd), o)
+		}
+	}
 	initEngine(engineConfig{
 		logFd:     int(cfg.log_fd),
 		logLevel:  int(cfg.log_level),

@@ -288,6 +288,11 @@ func (c *Conn) progress(now time.Time) {
 			break
 		}
 	}
+	// Only after reading all there is: a late look is not a late peer.
+	if c.st == stAwaitRequest && c.fb == nil && !now.Before(c.deadline) {
+		c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
+		return
+	}
 	// Credits that arrived may be what early data, a pending update or
 	// DisConn needed.
 	c.drainEarly()
@@ -369,6 +374,23 @@ func (c *Conn) wake() {
 // of its own (eventfds), to keep them away from the application's.
 var FdFloor = 0
 
+// OwnFd, when set, is told of every descriptor the package opens (true) and
+// is about to close (false), so that the host can keep the application from
+// closing them.
+var OwnFd func(fd int, own bool)
+
+func ownFd(fd int, own bool) {
+	if OwnFd != nil {
+		OwnFd(fd, own)
+	}
+}
+
+// closeOwn closes a descriptor of the package's own.
+func closeOwn(fd int) {
+	ownFd(fd, false)
+	unix.Close(fd)
+}
+
 // Waiter returns an eventfd that becomes readable when the connection's
 // state changes, creating it on first use; -1 if it cannot be had. A thread
 // that blocks on the socket also waits on it, because another thread's call
@@ -390,6 +412,7 @@ func (c *Conn) Waiter() int {
 			}
 		}
 		c.efd = fd
+		ownFd(fd, true)
 	}
 	return c.efd
 }
@@ -397,7 +420,7 @@ func (c *Conn) Waiter() int {
 // releaseWaiter closes the eventfd once nobody can wait on it any more.
 func (c *Conn) releaseWaiter() {
 	if c.efd >= 0 {
-		unix.Close(c.efd)
+		closeOwn(c.efd)
 		c.efd = -1
 	}
 }
@@ -408,9 +431,6 @@ func (c *Conn) onRequest(now time.Time) bool {
 	raw := c.qp.Raw()
 	req, n, err := iwarp.ParseMPAFrame(raw, false)
 	if err == iwarp.ErrNeedMore {
-		if !now.Before(c.deadline) {
-			c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
-		}
 		return false
 	}
 	if err != nil {

@@ -426,7 +426,8 @@ func (c *Conn) abort() {
 // reset the connection and lose data the peer has not read yet). It closes
 // fd when done or at until.
 func (c *Conn) Linger(fd int, until time.Time) {
-	defer unix.Close(fd)
+	ownFd(fd, true)
+	defer closeOwn(fd)
 	c.mu.Lock()
 	c.qp.SetFd(fd)
 	c.releaseWaiter()
