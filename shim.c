@@ -36,6 +36,7 @@
 #include <sys/epoll.h>
 #include <linux/close_range.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <linux/sockios.h>
@@ -292,6 +293,7 @@ enum kind {
 	K_SDP,        /* the engine has it */
 	K_EPOLL,      /* an epoll instance (see the epoll section) */
 	K_ENGINE,     /* the engine's own: close() leaves it open */
+	K_HIDDEN,     /* a hidden SDP listener: close() leaves it open */
 };
 
 #define REQ_MAX 128
@@ -360,7 +362,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	}
 	atomic_store(&e->kind, K_NONE);
 	atomic_fetch_add(&e->gen, 1);
-	if (kind != K_EPOLL && kind != K_ENGINE)
+	if (kind != K_EPOLL && kind != K_ENGINE && kind != K_HIDDEN)
 		atomic_fetch_add(&n_sockets, 1);
 	e->family = family;
 	e->hidden = -1;
@@ -440,8 +442,8 @@ static void mark_tcp(int fd, struct fdent *e, int reason)
 static const char *kind_name(int k)
 {
 	static const char *names[] = { "none", "socket", "tcp", "listen", "connecting", "connected",
-				       "accepted", "sdp", "epoll", "engine" };
-	return k >= 0 && k <= K_ENGINE ? names[k] : "?";
+				       "accepted", "sdp", "epoll", "engine", "hidden" };
+	return k >= 0 && k <= K_HIDDEN ? names[k] : "?";
 }
 
 static int sdp_port(int port);
@@ -459,7 +461,7 @@ static int shim_snapshot(char *buf, int len)
 		if (!e)
 			continue;
 		int k = atomic_load(&e->kind);
-		if (k == K_NONE || k == K_EPOLL || k == K_ENGINE)
+		if (k == K_NONE || k == K_EPOLL || k == K_ENGINE || k == K_HIDDEN)
 			continue;
 		struct sockaddr_storage l, p;
 		socklen_t ll = sizeof l, pl = sizeof p;
@@ -1485,6 +1487,28 @@ static int resolve_connecting(int fd, struct fdent *e, short revents)
 	return 1;
 }
 
+/* move_high moves a descriptor of the shim's own (a hidden listener) to a
+ * high number, away from the application's. */
+static int move_high(int fd)
+{
+	struct rlimit rl;
+	int floor = 100;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur / 2 < INT_MAX)
+		floor = (int)(rl.rlim_cur / 2);
+	int hi = real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (hi < 0)
+		return fd;
+	real.close(fd);
+	return hi;
+}
+
+/* shim_hidden marks a hidden listener: an application that closes every
+ * descriptor it does not know must not close it. */
+static void shim_hidden(int fd)
+{
+	entry_new(fd, K_HIDDEN, 0);
+}
+
 /* ---- hooks: sockets -------------------------------------------------------- */
 
 EXPORT int socket(int domain, int type, int protocol)
@@ -1561,9 +1585,11 @@ EXPORT int listen(int fd, int backlog)
 		e->reason = SDP_REASON_SDP_PORT;
 		return r;
 	}
+	h = move_high(h);
 	e->hidden = h;
 	e->app_port = port;
 	e->sdp_only = mode == MODE_SDP;
+	shim_hidden(h);
 	atomic_store(&e->kind, K_LISTEN);
 	logmsg(2, "fd %d listening on port %d, SDP on port %d", fd, port, sdp_port(port));
 	return r;
@@ -1876,6 +1902,7 @@ static void forget(int fd, struct fdent *e)
 {
 	int k = atomic_load(&e->kind);
 	if (k == K_LISTEN && e->hidden >= 0) {
+		entry_reset(e->hidden);
 		real.close(e->hidden);
 		e->hidden = -1;
 	}
@@ -1891,8 +1918,9 @@ EXPORT int close(int fd)
 	need_real();
 	struct fdent *e = ours(fd);
 	if (e) {
-		if (atomic_load(&e->kind) == K_ENGINE && engine_pid == getpid())
-			return 0; /* the engine's: it stays, and its number stays taken */
+		int k = atomic_load(&e->kind);
+		if ((k == K_ENGINE && engine_pid == getpid()) || k == K_HIDDEN)
+			return 0; /* ours: it stays, and its number stays taken */
 		forget(fd, e);
 	}
 	return real.close(fd);
@@ -1924,7 +1952,9 @@ static void dup_ours(int oldfd, int newfd)
 	n->dstlen = o->dstlen;
 	if (k == K_LISTEN) {
 		/* Each descriptor of a listener needs its own hidden one. */
-		n->hidden = o->hidden >= 0 ? fcntl(o->hidden, F_DUPFD_CLOEXEC, 0) : -1;
+		n->hidden = o->hidden >= 0 ? move_high(real.fcntl(o->hidden, F_DUPFD_CLOEXEC, 0)) : -1;
+		if (n->hidden >= 0)
+			shim_hidden(n->hidden);
 		atomic_store(&n->kind, n->hidden >= 0 ? K_LISTEN : K_TCP);
 		return;
 	}
@@ -2170,7 +2200,7 @@ static inline int poll_special(int fd)
 	if (!e)
 		return 0;
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
-	return k != K_CAND && k != K_TCP && k != K_EPOLL && k != K_ENGINE;
+	return k != K_CAND && k != K_TCP && k != K_EPOLL && k != K_ENGINE && k != K_HIDDEN;
 }
 
 
@@ -3086,6 +3116,7 @@ static void adopt_inherited(void)
 			if (hidden >= 0) {
 				real.fcntl(hidden, F_SETFD, FD_CLOEXEC);
 				e->hidden = hidden;
+				shim_hidden(hidden);
 			}
 			atomic_store(&e->kind, hidden >= 0 ? K_LISTEN : K_TCP);
 			continue;
