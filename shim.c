@@ -2192,15 +2192,20 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 
 /* ---- hooks: readiness ------------------------------------------------------ */
 
+static int epoll_peek(struct epset *ep);
+static int epset_count(struct epset *ep);
+
 /* poll_special says whether poll() must look at fd itself rather than
- * leave it to the kernel. */
+ * leave it to the kernel: SDP sockets, and epoll sets with SDP members. */
 static inline int poll_special(int fd)
 {
 	struct fdent *e = ours(fd);
 	if (!e)
 		return 0;
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
-	return k != K_CAND && k != K_TCP && k != K_EPOLL && k != K_ENGINE && k != K_HIDDEN;
+	if (k == K_EPOLL)
+		return e->ep && epset_count(e->ep) > 0;
+	return k != K_CAND && k != K_TCP && k != K_ENGINE && k != K_HIDDEN;
 }
 
 
@@ -2283,6 +2288,11 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			if (kind == K_CONNECTING) {
 				k[nk] = (struct pollfd){ .fd = p->fd, .events = POLLOUT };
 				map[nk++] = i;
+				continue;
+			}
+			if (kind == K_EPOLL && e->ep && (p->events & POLLIN) && epoll_peek(e->ep)) {
+				p->revents = POLLIN; /* an SDP member is ready */
+				ready++;
 				continue;
 			}
 			k[nk] = (struct pollfd){ .fd = p->fd, .events = p->events };
@@ -2494,8 +2504,10 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct times
  * TCP sockets and listeners (with their hidden SDP listener, registered with
  * the same data) are left to the kernel. An SDP connection's readiness lives
  * in the engine, so it is registered here (struct epreg) and its socket is
- * put into the kernel set edge-triggered with a tagged data word, only to
- * wake epoll_wait when bytes arrive or room appears. epoll_wait asks the
+ * put into the kernel set edge-triggered for input with a tagged data word,
+ * only to wake epoll_wait when bytes arrive (credits, too, arrive as input;
+ * room in a full socket is found by the engine, which rings the
+ * connection's eventfd, also in the set). epoll_wait asks the
  * engine about every registered SDP descriptor, then waits in the kernel,
  * and turns tagged kernel events into a fresh question to the engine.
  */
@@ -2520,6 +2532,11 @@ struct epset {
 	struct epreg *regs;
 	int n, cap;
 };
+
+static int epset_count(struct epset *ep)
+{
+	return ep->n;
+}
 
 static uint64_t ep_tag(int fd, uint32_t gen)
 {
@@ -2591,7 +2608,7 @@ static void epreg_remove(struct epset *ep, struct epreg *r)
  * before connect() must follow the socket onto SDP). */
 static int is_sdp_conn(int k)
 {
-	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING || k == K_CAND;
+	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING || k == K_CAND || k == K_EPOLL;
 }
 
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -2646,7 +2663,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			ep->cap = cap;
 		}
 		uint32_t gen = atomic_load(&e->gen);
-		struct epoll_event kev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.u64 = ep_tag(fd, gen) };
+		struct epoll_event kev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = ep_tag(fd, gen) };
 		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0) {
 			err = errno;
 			break;
@@ -2699,6 +2716,12 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 	*efd = -1;
 	*edges = 0;
 	int k = atomic_load(&e->kind);
+	if (k == K_EPOLL) { /* an epoll set inside this one */
+		if (e->ep && epoll_peek(e->ep))
+			return POLLIN;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		return real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+	}
 	if (k == K_CAND) { /* not decided yet: the kernel socket tells */
 		struct pollfd p = { .fd = fd, .events = want };
 		return real.poll(&p, 1, 0) > 0 ? p.revents : 0;
@@ -2788,6 +2811,29 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 	}
 	pthread_mutex_unlock(&ep->mu);
 	return n;
+}
+
+/* epoll_peek says whether epoll_wait on ep would report one of its SDP
+ * members now, without consuming anything (an epoll set polled or nested). */
+static int epoll_peek(struct epset *ep)
+{
+	int found = 0;
+	pthread_mutex_lock(&ep->mu);
+	for (int i = 0; i < ep->n && !found; i++) {
+		struct epreg *r = &ep->regs[i];
+		struct fdent *e = ours(r->fd);
+		if (r->disabled || !e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) == K_EPOLL)
+			continue;
+		int kw, et, efd;
+		uint32_t edges;
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		uint32_t rep = ready > 0 ? (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP) : 0;
+		if (r->events & EPOLLET)
+			rep = (rep & ~r->last) | (edges != r->edges ? rep : 0);
+		found = rep != 0;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	return found;
 }
 
 static void epoll_mark(struct epset *ep, uint64_t tag)

@@ -74,7 +74,7 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 		return -C.int64_t(unix.EBADF)
 	}
 	n, err := c.Send(iovecs(iov, cnt), time.Now())
-	if n > 0 && c.NeedsBackground() {
+	if c.NeedsBackground() { // bytes the kernel could not take: flush them without waiting for a call
 		go c.Background(coreCfg.Linger)
 	}
 	return C.int64_t(result(int(fd), c, n, err))
