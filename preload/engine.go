@@ -140,16 +140,26 @@ func attach(fd int, role sdpcore.Role, request []byte) int {
 // detach removes fd's connection and adds its counters to the totals.
 func detach(fd int) *sdpcore.Conn {
 	mu.Lock()
+	defer mu.Unlock()
 	c := conns[fd]
 	delete(conns, fd)
-	mu.Unlock()
 	if c != nil {
-		account(c)
+		accountLocked(c)
 	}
 	return c
 }
 
+// account adds a connection that left the tables to the totals. Moving a
+// connection out of conns or lingering and into the totals happens under mu
+// in one step, so that a statistics line never misses one in between.
 func account(c *sdpcore.Conn) {
+	mu.Lock()
+	delete(lingering, c)
+	accountLocked(c)
+	mu.Unlock()
+}
+
+func accountLocked(c *sdpcore.Conn) {
 	closedMu.Lock()
 	addStats(&closedStats, c)
 	closedMu.Unlock()
@@ -269,6 +279,9 @@ func closeConn(fd int) {
 	c := conns[fd]
 	delete(conns, fd)
 	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)
+	if c != nil && !shared {
+		lingering[c] = true // counted until account moves it to the totals
+	}
 	mu.Unlock()
 	if c == nil || shared {
 		return
@@ -288,14 +301,8 @@ func closeConn(fd int) {
 		return
 	}
 	logConn(fd, c, "closing")
-	mu.Lock()
-	lingering[c] = true
-	mu.Unlock()
 	go func() {
 		c.Linger(dup, now.Add(coreCfg.Linger))
-		mu.Lock()
-		delete(lingering, c)
-		mu.Unlock()
 		account(c)
 	}()
 }
@@ -333,10 +340,10 @@ func onPanic(fd int, r any) int {
 }
 
 func statsLine() string {
+	mu.RLock()
 	closedMu.Lock()
 	t := closedStats
 	closedMu.Unlock()
-	mu.RLock()
 	for _, c := range conns {
 		addStats(&t, c)
 	}
