@@ -185,6 +185,8 @@ static int env_bool(const char *name, int def)
 	return def;
 }
 
+static void keep_open(int fd);
+
 /* open_log_path opens the log file: %p becomes the process id; links are
  * not followed and the file is private to the user. */
 static void open_log_path(const char *path)
@@ -214,6 +216,7 @@ static void open_log_path(const char *path)
 	}
 	cfg.log_fd = fd;
 	cfg.log_syslog = 0;
+	keep_open(fd); /* a program that closes what it does not know keeps its log */
 }
 
 static void open_log(void)
@@ -380,6 +383,13 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
 	return e;
+}
+
+/* keep_open marks a descriptor of the shim's own (the log, a hidden
+ * listener): close() by the application leaves it open. */
+static void keep_open(int fd)
+{
+	entry_new(fd, K_HIDDEN, 0);
 }
 
 static void entry_reset(int fd)
@@ -554,8 +564,10 @@ static void open_fds(uint64_t *set)
 }
 
 /* protect_new_fds marks the descriptors the Go runtime opened while it
- * started and keeps (the cgroup files it re-reads): an application that
- * closes every descriptor it does not know must not take them away. */
+ * started and keeps (the cgroup files it re-reads, its poller's epoll and
+ * eventfd, which the engine starts during its init): an application that
+ * closes every descriptor it does not know must not take them away, or the
+ * runtime would abort the whole program. */
 static void protect_new_fds(const uint64_t *before)
 {
 	uint64_t after[FD_MAX / 64];
@@ -570,7 +582,8 @@ static void protect_new_fds(const uint64_t *before)
 			char link[64], target[128];
 			snprintf(link, sizeof link, "/proc/self/fd/%d", i * 64 + b);
 			ssize_t n = readlink(link, target, sizeof target - 1);
-			if (n > 0 && (target[n] = 0, !strncmp(target, "/sys/fs/cgroup/", 15)))
+			if (n > 0 && (target[n] = 0, !strncmp(target, "/sys/fs/cgroup/", 15) ||
+				      !strcmp(target, "anon_inode:[eventpoll]") || !strcmp(target, "anon_inode:[eventfd]")))
 				entry_new(i * 64 + b, K_ENGINE, 0);
 		}
 	}
@@ -598,8 +611,7 @@ static int load_engine(void)
 		open_fds(before);
 		if (engine_path(path, sizeof path) == 0)
 			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			protect_new_fds(before);
+
 		if (h) {
 			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
 			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
@@ -637,6 +649,8 @@ static int load_engine(void)
 		} else {
 			engine_pid = getpid();
 		}
+		if (h)
+			protect_new_fds(before);
 	}
 	pthread_mutex_unlock(&engine_mu);
 	return rc;
@@ -1506,7 +1520,7 @@ static int move_high(int fd)
  * descriptor it does not know must not close it. */
 static void shim_hidden(int fd)
 {
-	entry_new(fd, K_HIDDEN, 0);
+	keep_open(fd);
 }
 
 /* ---- hooks: sockets -------------------------------------------------------- */

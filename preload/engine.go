@@ -88,6 +88,10 @@ func initEngine(c engineConfig) {
 	if c.connectMs > 0 {
 		coreCfg.ConnectTimeout = time.Duration(c.connectMs) * time.Millisecond
 	}
+	// Any timer starts the Go runtime's poller (an epoll and an eventfd).
+	// Start it now, while the shim watches which descriptors appear, so
+	// that it can keep the application's close() away from them.
+	time.Sleep(time.Nanosecond)
 	coreCfg.Unaligned = c.unaligned
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()

@@ -145,11 +145,17 @@ func (c *Conn) NeedsBackground() bool {
 	return true
 }
 
+// bgPause is how long the background goroutine lets the application's own
+// calls do the work before it steps in: a program that keeps writing flushes
+// its own queue, one that went away gets it flushed anyway.
+const bgPause = 5 * time.Millisecond
+
 // Background drives the connection until the work NeedsBackground saw is
 // done, the connection ends or is closed, or limit passes.
 func (c *Conn) Background(limit time.Duration) {
 	until := time.Now().Add(limit)
 	for {
+		time.Sleep(bgPause)
 		now := time.Now()
 		c.mu.Lock()
 		if !c.closed {

@@ -11,28 +11,37 @@ import (
 
 // TestNestedEpoll runs tests/c/nested.c (both ends in one process) preloaded
 // and plain: an epoll set with an SDP member, polled and nested.
-func TestNestedEpoll(t *testing.T) {
+func TestNestedEpoll(t *testing.T) { runSelfContained(t, "nested", "nest ok") }
+
+// TestCloseEverything runs tests/c/closeall.c: a program that closes every
+// descriptor it does not know after its first SDP I/O keeps working.
+func TestCloseEverything(t *testing.T) { runSelfContained(t, "closeall", "closeall ok") }
+
+// runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
+// and runs it preloaded (both its connections must be SDP) and plain.
+func runSelfContained(t *testing.T, name, okLine string) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "nested")
+	bin := filepath.Join(dir, name)
 	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-		"-o", bin, filepath.Join("c", "nested.c")).CombinedOutput()
+		"-o", bin, filepath.Join("c", name+".c")).CombinedOutput()
 	require.NoError(t, err, "gcc: %s", out)
 	for _, preload := range []bool{true, false} {
 		name := map[bool]string{true: "preloaded", false: "plain"}[preload]
 		t.Run(name, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx, bin)
 			if preload {
-				cmd.Env = sdpEnv(shim, filepath.Join(dir, "nested.%p.log"))
+				cmd.Env = sdpEnv(shim, filepath.Join(dir, name+".%p.log"))
 			} else {
 				cmd.Env = cleanEnv()
 			}
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "%s", out)
-			require.Contains(t, string(out), "nest ok")
+			require.Contains(t, string(out), okLine)
 			if preload {
-				stats := logText(t, dir, "nested")
-				require.Regexp(t, regexp.MustCompile(`sdp_conns=2 `), stats, "both ends of the connection ran over SDP")
+				stats := logText(t, dir, name)
+				require.Regexp(t, regexp.MustCompile(`sdp_conns=[1-9][0-9]* `), stats, "the connections ran over SDP")
+				require.Regexp(t, regexp.MustCompile(`tcp_conns=0 `), stats, "no connection fell back to TCP")
 			}
 		})
 	}
