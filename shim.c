@@ -321,6 +321,7 @@ struct fdent {
 	int shared;           /* dup'ed or inherited before use: may share its socket */
 	int sdp_only;         /* a rule says sdp: no TCP fallback, no TCP clients */
 	int so_error;         /* a failed non-blocking connect, for SO_ERROR */
+	int dupped;           /* another descriptor may refer to the same socket */
 	_Atomic pid_t last_tid;  /* the thread that last waited on it */
 	_Atomic int threads;     /* more than one thread has waited on it */
 	uint8_t req[REQ_MAX];
@@ -379,6 +380,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->shared = 0;
 	e->sdp_only = 0;
 	e->so_error = 0;
+	e->dupped = 0;
 	atomic_store(&e->last_tid, 0);
 	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
@@ -1910,6 +1912,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 /* ---- hooks: life cycle ---------------------------------------------------- */
 
 static void epset_clear(struct fdent *e);
+static void epoll_follow(int fd, struct fdent *e);
 
 /* forget drops what we know of fd before the descriptor goes away. */
 static void forget(int fd, struct fdent *e)
@@ -1920,6 +1923,8 @@ static void forget(int fd, struct fdent *e)
 		real.close(e->hidden);
 		e->hidden = -1;
 	}
+	if (e->dupped)
+		epoll_follow(fd, e);
 	if (k == K_SDP && e->engine_pid == getpid())
 		eng.close(fd);
 	if (k == K_EPOLL)
@@ -1956,6 +1961,7 @@ static void dup_ours(int oldfd, int newfd)
 	if (!n)
 		return;
 	logmsg(3, "fd %d: duplicate of fd %d (%s)", newfd, oldfd, kind_name(k));
+	n->dupped = o->dupped = 1;
 	n->passive = o->passive;
 	n->app_port = o->app_port;
 	n->reason = o->reason;
@@ -2825,6 +2831,39 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 	}
 	pthread_mutex_unlock(&ep->mu);
 	return n;
+}
+
+/* epoll_follow moves the epoll registrations of fd, about to be closed, to
+ * another descriptor of the same socket: the kernel keeps a registration as
+ * long as the open file lives, whichever descriptor made it. */
+static void epoll_follow(int fd, struct fdent *e)
+{
+	struct stat a, b;
+	if (fstat(fd, &a) < 0)
+		return;
+	int other = -1;
+	for (int i = 0; i < FD_MAX && other < 0; i++) {
+		struct fdent *o = i == fd ? NULL : atomic_load_explicit(&fdtab[i], memory_order_acquire);
+		if (o && o->dupped && atomic_load(&o->kind) != K_NONE && fstat(i, &b) == 0 &&
+		    b.st_ino == a.st_ino && b.st_dev == a.st_dev)
+			other = i;
+	}
+	if (other < 0)
+		return;
+	uint32_t gen = atomic_load(&e->gen), ngen = atomic_load(&fdtab[other]->gen);
+	for (int i = 0; i < FD_MAX; i++) {
+		struct fdent *x = atomic_load_explicit(&fdtab[i], memory_order_acquire);
+		if (!x || atomic_load(&x->kind) != K_EPOLL || !x->ep)
+			continue;
+		pthread_mutex_lock(&x->ep->mu);
+		struct epreg *r = epreg_find(x->ep, fd);
+		if (r && r->gen == gen && !epreg_find(x->ep, other)) {
+			r->fd = other;
+			r->gen = ngen;
+			r->kfired = 1;
+		}
+		pthread_mutex_unlock(&x->ep->mu);
+	}
 }
 
 /* epoll_peek says whether epoll_wait on ep would report one of its SDP

@@ -17,6 +17,10 @@ func TestNestedEpoll(t *testing.T) { runSelfContained(t, "nested", "nest ok") }
 // descriptor it does not know after its first SDP I/O keeps working.
 func TestCloseEverything(t *testing.T) { runSelfContained(t, "closeall", "closeall ok") }
 
+// TestEpollFollowsOpenFile runs tests/c/follow.c: an epoll registration
+// survives the close of the descriptor that made it while a duplicate lives.
+func TestEpollFollowsOpenFile(t *testing.T) { runSelfContained(t, "follow", "follow ok") }
+
 // runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
 // and runs it preloaded (both its connections must be SDP) and plain.
 func runSelfContained(t *testing.T, name, okLine string) {
