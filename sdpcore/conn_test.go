@@ -9,28 +9,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"golang.org/x/sys/unix"
+	"libsdp/internal/testnet"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection: the connecting
 // one and the accepted one.
-func tcpPair(t testing.TB) (int, int) {
-	t.Helper()
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	defer unix.Close(l)
-	require.NoError(t, unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, unix.Listen(l, 1))
-	sa, err := unix.Getsockname(l)
-	require.NoError(t, err)
-	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
-	require.NoError(t, unix.Connect(c, sa))
-	a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
-	require.NoError(t, err)
-	t.Cleanup(func() { unix.Close(a); unix.Close(c) })
-	return c, a
-}
+func tcpPair(t testing.TB) (int, int) { return testnet.TCPPair(t) }
 
 // connPair sets up an SDP connection the way the shim does: the accepting
 // side writes the MPA Request first.
