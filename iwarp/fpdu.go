@@ -141,14 +141,7 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 	}
 	first, count, wire := f.layout(ulen)
 
-	start := len(dst)
-	if cap(dst)-start < wire {
-		grown := make([]byte, start, start+wire+(start+wire)/4)
-		copy(grown, dst)
-		dst = grown
-	}
-	dst = dst[:start+wire]
-	out := dst[start:]
+	dst, out := extend(dst, wire)
 
 	end := wire - crcLen // octets covered by the CRC
 	if count == 0 {
@@ -379,4 +372,17 @@ func (d *RxDeframer) Next(buf []byte) (ulpdu []byte, n int, err error) {
 	d.stats.Markers += uint64(markers)
 	d.stats.Bytes += uint64(wire)
 	return fr[lo : lo+ulen : lo+ulen], wire, nil
+}
+
+// extend lengthens dst by n bytes, growing it with some slack when its
+// capacity is short, and returns it with the n new bytes.
+func extend(dst []byte, n int) ([]byte, []byte) {
+	start := len(dst)
+	if cap(dst)-start < n {
+		grown := make([]byte, start, start+n+(start+n)/4)
+		copy(grown, dst)
+		dst = grown
+	}
+	dst = dst[:start+n]
+	return dst, dst[start:]
 }

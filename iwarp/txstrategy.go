@@ -36,14 +36,7 @@ type Reserved struct {
 // exceed MaxULPDU. pieces is reused for Reserved.Pieces.
 func (f *TxFramer) ReserveFPDU(dst []byte, ulen int, pieces [][]byte) ([]byte, Reserved) {
 	first, count, wire := f.layout(ulen)
-	start := len(dst)
-	if cap(dst)-start < wire {
-		grown := make([]byte, start, start+wire+(start+wire)/4)
-		copy(grown, dst)
-		dst = grown
-	}
-	dst = dst[:start+wire]
-	out := dst[start:]
+	dst, out := extend(dst, wire)
 	r := Reserved{Pieces: pieces[:0], fpdu: out, ulen: ulen, first: first, count: count}
 	hdr := 0
 	next := first

@@ -28,7 +28,7 @@ func runSelfContained(t *testing.T, name, okLine string) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, name)
 	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-		"-o", bin, filepath.Join("c", name+".c")).CombinedOutput()
+		"-I", "c", "-o", bin, filepath.Join("c", name+".c")).CombinedOutput()
 	require.NoError(t, err, "gcc: %s", out)
 	for _, preload := range []bool{true, false} {
 		name := map[bool]string{true: "preloaded", false: "plain"}[preload]

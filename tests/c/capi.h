@@ -238,6 +238,28 @@ static __attribute__((unused)) void read_exact(const char *file, int line, int f
 	}
 }
 
+/* serve_commands answers one-byte commands on fd until 'C': 'S' sends the
+ * next chunk bytes of the seeded pattern in one write. */
+#define SERVE_COMMANDS(fd, chunk, seed) serve_commands(__FILE__, __LINE__, fd, chunk, seed)
+static __attribute__((unused)) void serve_commands(const char *file, int line, int fd, size_t chunk, uint32_t seed)
+{
+	uint8_t buf[4096];
+	uint64_t off = 0;
+	if (chunk > sizeof buf)
+		failf(file, line, 0, "chunk of %zu bytes is more than %zu", chunk, sizeof buf);
+	for (;;) {
+		char cmd;
+		read_exact(file, line, fd, &cmd, 1);
+		if (cmd == 'C')
+			return;
+		if (cmd != 'S')
+			failf(file, line, 0, "unknown command %d", cmd);
+		fill(buf, chunk, seed, off);
+		write_all(file, line, fd, buf, chunk);
+		off += chunk;
+	}
+}
+
 /* SEND_PAT / RECV_PAT move n bytes of the seeded pattern from offset off. */
 #define SEND_PAT(fd, n, seed, off) send_pat(__FILE__, __LINE__, fd, n, seed, off)
 static __attribute__((unused)) void send_pat(const char *file, int line, int fd, size_t n, uint32_t seed, uint64_t off)

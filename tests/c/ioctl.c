@@ -13,21 +13,7 @@ static void setup(struct ctx *c)
 static void server(struct ctx *c)
 {
 	int fd = ACCEPT(c->lfd[0]);
-	uint8_t buf[1000];
-	uint64_t off = 0;
-	for (;;) {
-		char cmd;
-		READ_EXACT(fd, &cmd, 1);
-		if (cmd == 'S') {
-			fill(buf, sizeof buf, 71, off);
-			WRITE_ALL(fd, buf, sizeof buf);
-			off += sizeof buf;
-		} else if (cmd == 'C') {
-			break;
-		} else {
-			FAIL("unknown command %d", cmd);
-		}
-	}
+	SERVE_COMMANDS(fd, 1000, 71);
 	SYS(close(fd));
 	SYS(close(c->lfd[0]));
 }

@@ -34,21 +34,7 @@ static void server(struct ctx *c)
 	CHECK(FD_ISSET(lfd, &r), "the listener is readable");
 	CHECK(!FD_ISSET(pfd[0], &r), "the empty pipe is not readable");
 	int fd = ACCEPT(lfd);
-	uint8_t buf[100];
-	uint64_t off = 0;
-	for (;;) {
-		char cmd;
-		READ_EXACT(fd, &cmd, 1);
-		if (cmd == 'S') {
-			fill(buf, sizeof buf, 31, off);
-			WRITE_ALL(fd, buf, sizeof buf);
-			off += sizeof buf;
-		} else if (cmd == 'C') {
-			break;
-		} else {
-			FAIL("unknown command %d", cmd);
-		}
-	}
+	SERVE_COMMANDS(fd, 100, 31);
 	SYS(close(fd));
 	SYS(close(lfd));
 	close(pfd[0]);
