@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building, demonstrating and testing libsdp needs on a Debian machine:
 # curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
+# the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk,
+# postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich),
 # and the Go modules named in go.mod. Idempotent and non-interactive: when everything is
 # present it only checks and returns. Go itself must already be installed (/usr/local/go).
 set -euo pipefail
@@ -21,6 +23,24 @@ declare -A need=(
 	[make]=make
 	[ss]=iproute2
 	[debconf-set-selections]=debconf
+	# the compatibility suite (tests/compat): real programs run under the preload
+	[iperf3]=iperf3
+	[socat]=socat
+	[/usr/bin/redis-server]=redis-server
+	[redis-benchmark]=redis-tools
+	[/usr/bin/memcached]=memcached
+	[/usr/bin/memcslap]=libmemcached-tools
+	[/usr/sbin/nginx]=nginx
+	[wrk]=wrk
+	[/usr/lib/postgresql]=postgresql
+	[/usr/sbin/sshd]=openssh-server
+	[ssh]=openssh-client
+	[NPtcp]=netpipe-tcp
+	[sockperf]=sockperf
+	[node]=nodejs
+	[mpiexec.mpich]=mpich
+	[NPmpich2]=netpipe-mpich2
+	[strace]=strace
 )
 
 missing=()
