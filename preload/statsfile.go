@@ -121,13 +121,14 @@ func stopStatsPublisher() {
 // snapshot joins the interposer's table with the engine's connections.
 func snapshot() *statsfile.Process {
 	p := &statsfile.Process{
-		Version:    statsfile.Version,
-		PID:        pub.pid,
-		Prog:       ecfg.prog,
-		StartTicks: pub.start,
-		Exe:        pub.exe,
-		Totals:     statsfile.ParseKeyValues(statsLine()),
-		Sockets:    []statsfile.Socket{},
+		Version:      statsfile.Version,
+		PID:          pub.pid,
+		Prog:         ecfg.prog,
+		StartTicks:   pub.start,
+		Exe:          pub.exe,
+		EngineLoaded: true,
+		Totals:       statsfile.ParseKeyValues(statsLine()),
+		Sockets:      []statsfile.Socket{},
 	}
 	var rows []statsfile.Socket
 	for _, line := range strings.Split(shimSnapshot(), "\n") {

@@ -302,7 +302,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Contains(t, errOut, `unknown option "--no-such-option"`)
 	_, errOut, code = runSdpstat(ctx, t, bin, "-p", strconv.Itoa(plainCli.cmd.Process.Pid))
 	assert.Equal(t, 1, code, "a process without libsdp")
-	assert.Contains(t, errOut, "publishes no libsdp statistics")
+	assert.Contains(t, errOut, "is not using libsdp")
 
 	// At exit the process's file goes away with it.
 	statsFile := filepath.Join(statsfile.Dir(os.Getuid()), statsfile.FileName(srvPid))
@@ -314,6 +314,51 @@ func TestSdpstat(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "the server's statistics file is removed when it exits")
 	procs = sdpstatProcesses(ctx, t, bin)
 	assert.NotContains(t, procs, srvPid, "an ended process is not listed")
+}
+
+// TestSdpstatBeforeEngine: a preloaded server that has had no SDP connection yet has no
+// engine and publishes nothing; sdpstat still lists it (from /proc), with its listener's TCP
+// and SDP ports, and switches to the engine's own snapshot after the first SDP connection.
+func TestSdpstatBeforeEngine(t *testing.T) {
+	shim, ctx := setup(t)
+	bin := sdpstatBin(t, shim)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	www := filepath.Join(dir, "www")
+	require.NoError(t, os.Mkdir(www, 0o755))
+	makeFile(t, www, "small.bin", 64<<10)
+	port := freePort(t)
+	srv := startServer(ctx, t, shim, www, dir, port)
+	pid := srv.cmd.Process.Pid
+	app := fmt.Sprintf("127.0.0.1:%d", port)
+
+	procs := sdpstatProcesses(ctx, t, bin)
+	require.Contains(t, procs, pid, "a preloaded process is listed before its engine loads")
+	p := procs[pid]
+	assert.False(t, p.EngineLoaded)
+	assert.Equal(t, "python3", p.Prog)
+	l := findSocket(p, "listen", app, "")
+	require.NotNil(t, l, "the listener on %s", app)
+	assert.Equal(t, "tcp+sdp", l.Transport)
+	assert.Equal(t, sdpPort(port), l.SDPPort)
+	assert.Equal(t, "listen", l.State)
+	assert.Len(t, p.Sockets, 1, "the hidden SDP listener is shown with its listener, not apart")
+	out, errOut, code := runSdpstat(ctx, t, bin, "-p", strconv.Itoa(pid))
+	require.Equalf(t, 0, code, "sdpstat -p: %s", errOut)
+	assert.Contains(t, out, "engine not loaded")
+	assert.Contains(t, out, fmt.Sprintf("%s (sdp %d)", app, sdpPort(port)))
+
+	// The first SDP connection loads the server's engine, which publishes its snapshot.
+	require.NoError(t, curl(ctx, shim, dir, "-o", filepath.Join(dir, "got.bin"), "http://"+app+"/small.bin"))
+	waitSdpstat(ctx, t, bin, func(m map[int]statsfile.Process) error {
+		if !m[pid].EngineLoaded {
+			return fmt.Errorf("pid %d: engine_loaded still false after an SDP connection", pid)
+		}
+		if m[pid].Totals["sdp_conns"] == 0 {
+			return fmt.Errorf("pid %d: no SDP connection counted", pid)
+		}
+		return nil
+	})
 }
 
 // TestSdpstatStaleFile: a file left by a process that is gone is neither listed nor kept.

@@ -1,11 +1,12 @@
-// Command sdpstat lists the processes that run libsdp's engine and their
+// Command sdpstat lists the processes that use libsdp and their
 // sockets: addresses as the application sees them, transport (SDP or TCP)
 // and why, and the SDP counters of each connection.
 //
 // Every process with the engine loaded publishes a snapshot about twice a
 // second in a directory private to its user (see internal/statsfile);
 // sdpstat reads those, ignoring and removing the files of processes that
-// are gone. It does not attach to or signal the processes it lists.
+// are gone, and finds preloaded processes without an engine yet in /proc.
+// It does not attach to or signal the processes it lists.
 package main
 
 import (
@@ -36,7 +37,9 @@ tcp+sdp for listeners) and, for TCP, the reason; SDP counters per connection.
   -j, --json           machine-readable output (one JSON document per refresh)
   -h, --help           this text
 
-A process appears once its engine is loaded, at its first SDP connection.
+A process publishes its counters once its engine is loaded, at its first
+SDP connection; before that sdpstat finds it in /proc (it maps libsdp.so)
+and shows its sockets as the kernel sees them.
 `
 
 type options struct {
@@ -151,8 +154,8 @@ func show(out, errOut io.Writer, o options, watching bool) int {
 		writeTable(out, entries)
 	}
 	if missing {
-		fmt.Fprintf(errOut, "sdpstat: process %d publishes no libsdp statistics (not running, not "+
-			"preloaded, another user's, or its engine is not loaded yet: that happens at its first SDP connection)\n", o.pid)
+		fmt.Fprintf(errOut, "sdpstat: process %d is not using libsdp (not running, not preloaded, "+
+			"or another user's)\n", o.pid)
 		return 1
 	}
 	return 0
@@ -180,6 +183,11 @@ func load(now time.Time) ([]statsfile.Entry, []error) {
 		all = append(all, es...)
 		errs = append(errs, e...)
 	}
+	have := map[int]bool{}
+	for _, e := range all {
+		have[e.PID] = true
+	}
+	all = append(all, scanPreloaded(have)...)
 	sort.Slice(all, func(i, j int) bool { return all[i].PID < all[j].PID })
 	return all, errs
 }
@@ -229,7 +237,9 @@ func writeTable(w io.Writer, entries []statsfile.Entry) {
 			}
 		}
 		note := ""
-		if e.Age > stale {
+		if !e.EngineLoaded {
+			note = "  (engine not loaded: no SDP connection yet; sockets as the kernel sees them)"
+		} else if e.Age > stale {
 			note = fmt.Sprintf("  (not updated for %.0f s: stopped, or no longer running the engine)", e.Age.Seconds())
 		}
 		fmt.Fprintf(w, "PID %d  %s  sockets=%d sdp=%d tcp=%d%s\n", e.PID, e.Prog, len(e.Sockets), nSDP, nTCP, note)

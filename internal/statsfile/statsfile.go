@@ -48,6 +48,10 @@ type Process struct {
 	// started: after an exec into another program, whose image may never
 	// load the engine, pid and start time still match but Exe does not.
 	Exe string `json:"exe,omitempty"`
+	// EngineLoaded is true in every file the engine writes; readers that
+	// find a preloaded process without one (sdpstat scans /proc) leave it
+	// false.
+	EngineLoaded bool `json:"engine_loaded"`
 	// UpdatedMs is when the snapshot was taken, in Unix milliseconds.
 	UpdatedMs int64 `json:"updated_unix_ms"`
 	// Totals are the process's engine counters, closed connections included
