@@ -1,0 +1,255 @@
+# shellcheck shell=bash
+# The compatibility suite's framework: modes, process groups, libsdp's evidence, the table.
+# Sourced by tests/compat/run.sh; the cases live in tests/compat/cases/*.sh.
+#
+# A case NAME defines:
+#   NAME_version          prints the program's version
+#   NAME_run MODE         runs the workload once; MODE is sdp (both ends preloaded), mixed (only
+#                         the end named by NAME_MIXED preloaded) or plain (nothing preloaded)
+#   NAME_MIXED=server|client
+#   NAME_SDPSTAT=PROG     (optional) the server program sdpstat must show with SDP sockets
+#                         while the workload runs, in the sdp mode
+# Inside NAME_run: "${SRV[@]}" and "${CLI[@]}" are the environment of each end (give them to
+# env), $D is a fresh directory for the run, fail MSG records a failed check, RATE and
+# RATE_UNIT give the throughput or rate, and bg / stop_bg start and stop server processes.
+
+# ---- processes ------------------------------------------------------------
+
+GROUPS_STARTED=()
+
+# bg OUT CMD... starts CMD in its own process group (so its children can be reaped with it),
+# output to OUT, stdin from /dev/null, LD_PRELOAD only if CMD's env sets it; sets BG_PID.
+bg() {
+	local out=$1
+	shift
+	setsid env -u LD_PRELOAD --default-signal=INT "$@" >"$out" 2>&1 </dev/null &
+	BG_PID=$!
+	GROUPS_STARTED+=("$BG_PID")
+}
+
+# stop_bg PID [SIGNAL] [SECONDS]: asks the group leader to stop (default SIGTERM), waits up to
+# SECONDS (default 10), then kills what is left of its group; always reaps the leader.
+stop_bg() {
+	local pid=$1 sig=${2:-TERM} secs=${3:-10}
+	kill "-$sig" "$pid" 2>/dev/null || true
+	local deadline=$((SECONDS + secs))
+	while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		fail "process $pid ($(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-60)) did not stop on SIG$sig within ${secs}s"
+	fi
+	kill -KILL -- "-$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# kill_groups kills every process group bg started (what stop_bg left, and after a failure).
+kill_groups() {
+	local pid
+	for pid in "${GROUPS_STARTED[@]}"; do
+		kill -KILL -- "-$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	done
+	GROUPS_STARTED=()
+}
+
+# wait_port SECONDS PID PORT...: waits until something listens on every PORT of 127.0.0.1;
+# fails the run if PID exits first or time runs out.
+wait_port() {
+	local secs=$1 pid=$2 port
+	shift 2
+	local deadline=$((SECONDS + secs))
+	for port in "$@"; do
+		until [[ -n $(ss -Hltn "( sport = :$port )" 2>/dev/null) ]]; do
+			if ! kill -0 "$pid" 2>/dev/null; then
+				fail "server $pid exited before listening on port $port"
+				return 1
+			fi
+			if ((SECONDS >= deadline)); then
+				fail "nothing listens on port $port after ${secs}s"
+				return 1
+			fi
+			sleep 0.05
+		done
+	done
+}
+
+# app_port prints a free port P whose SDP port is free too (the hidden listener needs it).
+app_port() {
+	free_port
+}
+
+# listen_ports P prints P and, when the server end is preloaded, its SDP port.
+listen_ports() {
+	if [[ $MODE == sdp || ($MODE == mixed && $MIXED == server) ]]; then
+		echo "$1 $(sdp_port "$1")"
+	else
+		echo "$1"
+	fi
+}
+
+# ---- evidence from libsdp -------------------------------------------------
+
+# preload_env SIDE prints the environment of a preloaded end, one VAR=VALUE a line.
+preload_env() {
+	printf '%s\n' "LD_PRELOAD=$LIBSDP_SO" SDP_STATS=1 SDP_LOG_LEVEL=info \
+		"SDP_LOG_FILE=$LOGD/$1.%p.log"
+}
+
+# stats_sum SIDE KEY sums KEY over the exit lines of every process of SIDE.
+stats_sum() {
+	cat "$LOGD/$1".*.log 2>/dev/null | grep -a 'libsdp: stats ' |
+		awk -v k="$2" '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) s += kv[2] } }
+			END { print s + 0 }'
+}
+
+# stats_procs SIDE counts the exit lines of SIDE.
+stats_procs() {
+	cat "$LOGD/$1".*.log 2>/dev/null | grep -ac 'libsdp: stats ' || true
+}
+
+# reasons SIDE prints the distinct fallback reasons SIDE logged.
+reasons() {
+	cat "$LOGD/$1".*.log 2>/dev/null | grep -ao 'transport=tcp reason=[a-z-]*' |
+		sed 's/.*reason=//' | sort -u | paste -sd, -
+}
+
+# sdpstat_watch starts sampling build/sdpstat --json until sdpstat_stop; one document a line.
+sdpstat_watch() {
+	(
+		for _ in $(seq 1 1200); do
+			"$SDPSTAT" --json 2>/dev/null | tr -d '\n'
+			echo
+			sleep 0.2
+		done
+	) >"$D/sdpstat.jsonl" &
+	WATCH_PID=$!
+}
+
+sdpstat_stop() {
+	[[ -n ${WATCH_PID:-} ]] || return 0
+	kill "$WATCH_PID" 2>/dev/null || true
+	wait "$WATCH_PID" 2>/dev/null || true
+	WATCH_PID=
+}
+
+# sdpstat_seen PROG prints "P S": how many processes named PROG sdpstat showed and the most SDP
+# sockets one snapshot showed in them together.
+sdpstat_seen() {
+	"$PYTHON" - "$D/sdpstat.jsonl" "$1" <<'PY'
+import json, sys
+pids, best = set(), 0
+for line in open(sys.argv[1]):
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        continue
+    n = 0
+    for p in doc.get("processes") or []:
+        if p.get("prog") != sys.argv[2]:
+            continue
+        pids.add(p["pid"])
+        n += sum(1 for s in p.get("sockets") or [] if s.get("transport") == "sdp")
+    best = max(best, n)
+print(len(pids), best)
+PY
+}
+
+# ---- results ----------------------------------------------------------------
+
+fail() {
+	FAILS+=("$*")
+	printf '    FAIL: %s\n' "$*"
+}
+
+# check_transport verifies, from the exit lines and the per-connection log lines, that the
+# run's connections took the transport its mode calls for; sets SEEN.
+check_transport() {
+	local csdp ctcp ssdp stcp
+	csdp=$(stats_sum cli sdp_conns) ctcp=$(stats_sum cli tcp_conns)
+	ssdp=$(stats_sum srv sdp_conns) stcp=$(stats_sum srv tcp_conns)
+	case $MODE in
+	sdp)
+		((csdp >= 1)) || fail "client: no connection over SDP (sdp_conns=$csdp, $(stats_procs cli) exit lines)"
+		((ctcp == 0)) || fail "client: $ctcp connection(s) fell back to TCP ($(reasons cli))"
+		if [[ ${SRV_EXIT_STATS:-1} == 1 ]]; then
+			((ssdp >= 1)) || fail "server: no connection over SDP (sdp_conns=$ssdp, $(stats_procs srv) exit lines)"
+		fi
+		((stcp == 0)) || fail "server: $stcp connection(s) fell back to TCP ($(reasons srv))"
+		SEEN="sdp: $csdp client, $ssdp server conns"
+		;;
+	mixed)
+		local side=srv sdp=$ssdp tcp=$stcp
+		if [[ $MIXED == client ]]; then
+			side=cli sdp=$csdp tcp=$ctcp
+		fi
+		((tcp >= 1)) || fail "$MIXED (preloaded): no connection counted as TCP fallback (tcp_conns=$tcp, $(stats_procs $side) exit lines)"
+		((sdp == 0)) || fail "$MIXED (preloaded): $sdp connection(s) claim SDP with a plain peer"
+		SEEN="tcp ($(reasons $side))"
+		;;
+	plain) SEEN=tcp ;;
+	esac
+}
+
+# run_mode CASE MODE runs one case in one mode and records the verdict and the rate.
+run_mode() {
+	local c=$1
+	MODE=$2
+	MIXED=$(eval "echo \${${c}_MIXED:-server}")
+	D=$WORK/$c-$MODE
+	LOGD=$D/log
+	mkdir -p "$LOGD"
+	chmod 777 "$LOGD"
+	chmod 755 "$D"
+	SRV=(-u LD_PRELOAD) CLI=(-u LD_PRELOAD)
+	if [[ $MODE == sdp || ($MODE == mixed && $MIXED == server) ]]; then
+		mapfile -t SRV < <(preload_env srv)
+	fi
+	if [[ $MODE == sdp || ($MODE == mixed && $MIXED == client) ]]; then
+		mapfile -t CLI < <(preload_env cli)
+	fi
+	FAILS=() RATE= RATE_UNIT= SEEN= WATCH_PID= SRV_EXIT_STATS=1
+	local t0=$SECONDS
+	printf '  %-10s %-6s ' "$c" "$MODE"
+	echo
+	local statprog statnote=
+	statprog=$(eval "echo \${${c}_SDPSTAT:-}")
+	if [[ $MODE == sdp && -n $statprog ]]; then
+		sdpstat_watch
+	fi
+	"${c}_run" "$MODE" || fail "${c}_run returned $?"
+	sdpstat_stop
+	kill_groups
+	if [[ $MODE == sdp && -n $statprog ]]; then
+		local seen
+		read -r -a seen < <(sdpstat_seen "$statprog")
+		if ((${seen[1]:-0} < 1)); then
+			fail "sdpstat never showed an SDP socket in $statprog while it ran (${seen[0]:-0} processes listed)"
+		else
+			statnote="; sdpstat: ${seen[1]} SDP socket(s) in ${seen[0]} $statprog process(es)"
+		fi
+	fi
+	check_transport
+	SEEN+=$statnote
+	local verdict=PASS
+	((${#FAILS[@]} == 0)) || verdict=FAIL
+	RESULT[$c.$MODE]=$verdict
+	RATES[$c.$MODE]=$RATE
+	UNITS[$c]=${RATE_UNIT:-${UNITS[$c]:-}}
+	[[ $MODE == plain ]] || SEENS[$c.$MODE]=$SEEN
+	printf '    %s in %ds: %s%s\n' "$verdict" $((SECONDS - t0)) "$SEEN" "${RATE:+, $RATE ${RATE_UNIT:-}}"
+	if [[ $verdict == FAIL ]]; then
+		TOTAL_FAILS=$((TOTAL_FAILS + 1))
+		if [[ ${COMPAT_KEEP:-0} != 1 ]]; then
+			local f
+			for f in "$LOGD"/*.log "$D"/*.out; do
+				[[ -f $f ]] || continue
+				echo "    --- $(basename "$f") (last lines)"
+				tail -n 8 "$f" | sed 's/^/    | /'
+			done
+		fi
+	fi
+	if [[ ${COMPAT_KEEP:-0} != 1 ]]; then
+		rm -rf "$D"
+	fi
+}
