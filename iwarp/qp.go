@@ -55,6 +55,9 @@ type QP struct {
 	last      lastSend // the last message queued, if AppendSend may grow it
 	appendBuf []byte
 
+	expectRTR RTRType // RTR message still awaited (rtr.go)
+	rtrSeg    bool    // the segment being handled is that RTR
+
 	rdma // memory regions, RDMA Read state, completions, faults (rdma.go)
 }
 
@@ -110,8 +113,16 @@ func (q *QP) ConsumeRaw(n int) { q.rxr += n }
 // StartFullOperation switches both directions to FPDU framing. The marker
 // origin of each direction is the first octet after that direction's MPA
 // frame, which is exactly where framing starts now. mss is the connection's
-// TCP maximum segment size, from which the MULPDU follows.
+// TCP maximum segment size, from which the MULPDU follows; 0 (or less) reads
+// it from the socket (TCP_MAXSEG), and 536, TCP's default, when the kernel
+// does not say.
 func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int) {
+	if mss <= 0 {
+		mss = SocketMSS(q.fd)
+		if mss == 0 {
+			mss = 536
+		}
+	}
 	// Each FPDU is a whole message the peer may be waiting for: Nagle's
 	// delay would only hold it back (RFC 5044 §5 assumes TCP_NODELAY).
 	_ = unix.SetsockoptInt(q.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
@@ -484,6 +495,12 @@ func (q *QP) NextSegment() (Segment, error) {
 		if err != nil {
 			return Segment{}, q.setFault(err, ulpdu)
 		}
+		q.rtrSeg = false
+		if q.expectRTR != 0 {
+			if err := q.checkRTR(&seg); err != nil {
+				return Segment{}, q.setFault(err, ulpdu)
+			}
+		}
 		if seg.Tagged {
 			if err := q.placeTagged(&seg); err != nil {
 				return Segment{}, q.setFault(err, ulpdu)
@@ -492,6 +509,9 @@ func (q *QP) NextSegment() (Segment, error) {
 		}
 		if err := q.checkUntagged(&seg); err != nil {
 			return Segment{}, q.setFault(err, ulpdu)
+		}
+		if q.rtrSeg && seg.Opcode() == OpSend {
+			continue // the zero-length Send RTR: sequenced, not delivered
 		}
 		switch seg.Opcode() {
 		case OpReadRequest:

@@ -83,6 +83,7 @@ type pendingRead struct {
 	id     uint64
 	req    ReadRequest
 	placed uint32
+	rtr    bool // a zero-length RTR Read (rtr.go): no Completion
 }
 
 // rdma is the QP state behind this file; it is embedded in QP.
@@ -221,7 +222,7 @@ func (q *QP) placeWrite(s *DDPSegment) error {
 	q.writeLen += n
 	if s.Last {
 		q.inWrite = false
-		if q.remoteEvents {
+		if q.remoteEvents && !q.rtrSeg {
 			q.comps = append(q.comps, Completion{Kind: CompWritePlaced, STag: q.writeSTag, TO: q.writeStart, Len: q.writeLen})
 		}
 	}
@@ -259,7 +260,9 @@ func (q *QP) placeReadResponse(s *DDPSegment) error {
 	}
 	r.placed += uint32(n)
 	if s.Last {
-		q.comps = append(q.comps, Completion{Kind: CompReadDone, ID: r.id, STag: stag, TO: r.req.SinkTO, Len: int(r.req.Size)})
+		if !r.rtr {
+			q.comps = append(q.comps, Completion{Kind: CompReadDone, ID: r.id, STag: stag, TO: r.req.SinkTO, Len: int(r.req.Size)})
+		}
 		q.reads = q.reads[:copy(q.reads, q.reads[1:])]
 	}
 	return nil
@@ -287,7 +290,7 @@ func (q *QP) answerRead(s *DDPSegment) error {
 	}
 	q.postTagged(OpReadResponse, STag(r.SinkSTag), r.SinkTO, [][]byte{src})
 	q.respEnds = append(q.respEnds, len(q.txbuf))
-	if q.remoteEvents {
+	if q.remoteEvents && !q.rtrSeg {
 		q.comps = append(q.comps, Completion{Kind: CompReadAnswered, STag: STag(r.SrcSTag), TO: r.SrcTO, Len: int(r.Size)})
 	}
 	return nil
