@@ -58,7 +58,8 @@ type QP struct {
 	expectRTR RTRType // RTR message still awaited (rtr.go)
 	rtrSeg    bool    // the segment being handled is that RTR
 
-	rdma // memory regions, RDMA Read state, completions, faults (rdma.go)
+	rdma   // memory regions, RDMA Read state, completions, faults (rdma.go)
+	direct // tagged payload read straight into its region (direct.go)
 }
 
 const (
@@ -405,6 +406,9 @@ func (q *QP) Buffered() int { return q.rxw - q.rxr }
 func (q *QP) Fill() (int, error) {
 	if q.eof {
 		return 0, ErrClosed
+	}
+	if q.direct.active || q.startDirect() {
+		return q.fillDirect()
 	}
 	q.ensureRoom(rxMinRead)
 	for {

@@ -217,7 +217,7 @@ func (q *QP) placeWrite(s *DDPSegment) error {
 		if f != faultNone {
 			return placementErr(f, OpRDMAWrite, stag, s.TO, n)
 		}
-		copy(dst, s.Payload)
+		place(dst, s.Payload)
 	}
 	q.writeLen += n
 	if s.Last {
@@ -236,11 +236,45 @@ func (q *QP) placeWrite(s *DDPSegment) error {
 // of STag is reported as an invalid STag and one of offset or length as a
 // base or bounds violation.
 func (q *QP) placeReadResponse(s *DDPSegment) error {
+	stag, n := STag(s.STag), len(s.Payload)
+	if err := q.checkReadResponse(s, n); err != nil {
+		return err
+	}
+	r := &q.reads[0]
+	if n > 0 {
+		dst, f := q.mem.check(stag, s.TO, n, AccessLocalWrite)
+		if f != faultNone {
+			return placementErr(f, OpReadResponse, stag, s.TO, n)
+		}
+		place(dst, s.Payload)
+	}
+	r.placed += uint32(n)
+	if s.Last {
+		if !r.rtr {
+			q.comps = append(q.comps, Completion{Kind: CompReadDone, ID: r.id, STag: stag, TO: r.req.SinkTO, Len: int(r.req.Size)})
+		}
+		q.reads = q.reads[:copy(q.reads, q.reads[1:])]
+	}
+	return nil
+}
+
+// place copies a payload into its region, unless direct placement already
+// put it there (the payload is the region's own bytes).
+func place(dst, src []byte) {
+	if len(dst) > 0 && len(src) > 0 && &dst[0] == &src[0] {
+		return
+	}
+	copy(dst, src)
+}
+
+// checkReadResponse checks that a Read Response segment of n payload
+// octets continues the oldest outstanding Read Request exactly.
+func (q *QP) checkReadResponse(s *DDPSegment, n int) error {
 	if len(q.reads) == 0 {
 		return rdmapErr(RDMAPErrTypeOperation, RDMAPErrOpcode, "Read Response with no Read Request outstanding")
 	}
 	r := &q.reads[0]
-	stag, n := STag(s.STag), len(s.Payload)
+	stag := STag(s.STag)
 	if s.STag != r.req.SinkSTag {
 		return ddpErr(DDPErrTypeTagged, DDPErrInvalidSTag, "Read Response to STag %v, the Read Request named %v", stag, STag(r.req.SinkSTag))
 	}
@@ -250,20 +284,6 @@ func (q *QP) placeReadResponse(s *DDPSegment) error {
 	if uint64(r.placed)+uint64(n) > uint64(r.req.Size) || (s.Last && r.placed+uint32(n) != r.req.Size) {
 		return ddpErr(DDPErrTypeTagged, DDPErrBaseBounds, "Read Response brings %d octets after %d (last: %t) for a Read of %d",
 			n, r.placed, s.Last, r.req.Size)
-	}
-	if n > 0 {
-		dst, f := q.mem.check(stag, s.TO, n, AccessLocalWrite)
-		if f != faultNone {
-			return placementErr(f, OpReadResponse, stag, s.TO, n)
-		}
-		copy(dst, s.Payload)
-	}
-	r.placed += uint32(n)
-	if s.Last {
-		if !r.rtr {
-			q.comps = append(q.comps, Completion{Kind: CompReadDone, ID: r.id, STag: stag, TO: r.req.SinkTO, Len: int(r.req.Size)})
-		}
-		q.reads = q.reads[:copy(q.reads, q.reads[1:])]
 	}
 	return nil
 }
