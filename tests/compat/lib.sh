@@ -114,15 +114,26 @@ reasons() {
 		sed 's/.*reason=//' | sort -u | paste -sd, -
 }
 
-# sdpstat_watch starts sampling build/sdpstat --json until sdpstat_stop; one document a line.
+# sdpstat_watch samples build/sdpstat --json every 0.2 s until sdpstat_stop, noting each
+# listed process's session (the servers started by bg lead their own sessions).
 sdpstat_watch() {
-	(
-		for _ in $(seq 1 1200); do
-			"$SDPSTAT" --json 2>/dev/null | tr -d '\n'
-			echo
-			sleep 0.2
-		done
-	) >"$D/sdpstat.jsonl" &
+	"$PYTHON" - "$SDPSTAT" "$D/sdpstat.jsonl" <<'PY' &
+import json, subprocess, sys, time
+out = open(sys.argv[2], "w")
+for _ in range(3000):
+    try:
+        doc = json.loads(subprocess.run([sys.argv[1], "--json"], capture_output=True, timeout=5).stdout)
+    except Exception:
+        doc = {}
+    for p in doc.get("processes") or []:
+        try:
+            p["sid"] = int(open("/proc/%d/stat" % p["pid"]).read().rsplit(")", 1)[1].split()[3])
+        except Exception:
+            p["sid"] = 0
+    out.write(json.dumps(doc) + "\n")
+    out.flush()
+    time.sleep(0.2)
+PY
 	WATCH_PID=$!
 }
 
@@ -133,11 +144,12 @@ sdpstat_stop() {
 	WATCH_PID=
 }
 
-# sdpstat_seen PROG prints "P S": how many processes named PROG sdpstat showed and the most SDP
-# sockets one snapshot showed in them together.
+# sdpstat_seen PROG SID... prints "P S": how many processes named PROG in the sessions SID...
+# (the servers) sdpstat listed, and the most SDP sockets one snapshot showed in them together.
 sdpstat_seen() {
-	"$PYTHON" - "$D/sdpstat.jsonl" "$1" <<'PY'
+	"$PYTHON" - "$D/sdpstat.jsonl" "$@" <<'PY'
 import json, sys
+sids = {int(x) for x in sys.argv[3:]}
 pids, best = set(), 0
 for line in open(sys.argv[1]):
     try:
@@ -146,7 +158,7 @@ for line in open(sys.argv[1]):
         continue
     n = 0
     for p in doc.get("processes") or []:
-        if p.get("prog") != sys.argv[2]:
+        if p.get("prog") != sys.argv[2] or p.get("sid") not in sids:
             continue
         pids.add(p["pid"])
         n += sum(1 for s in p.get("sockets") or [] if s.get("transport") == "sdp")
@@ -219,14 +231,15 @@ run_mode() {
 	fi
 	"${c}_run" "$MODE" || fail "${c}_run returned $?"
 	sdpstat_stop
+	local servers=("${GROUPS_STARTED[@]}")
 	kill_groups
 	if [[ $MODE == sdp && -n $statprog ]]; then
 		local seen
-		read -r -a seen < <(sdpstat_seen "$statprog")
+		read -r -a seen < <(sdpstat_seen "$statprog" "${servers[@]}")
 		if ((${seen[1]:-0} < 1)); then
-			fail "sdpstat never showed an SDP socket in $statprog while it ran (${seen[0]:-0} processes listed)"
+			fail "sdpstat never showed an SDP socket in the server ($statprog) while it ran (${seen[0]:-0} processes listed)"
 		else
-			statnote="; sdpstat: ${seen[1]} SDP socket(s) in ${seen[0]} $statprog process(es)"
+			statnote="; sdpstat: ${seen[1]} SDP socket(s) in ${seen[0]} server process(es)"
 		fi
 	fi
 	check_transport
