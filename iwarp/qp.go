@@ -55,6 +55,9 @@ type QP struct {
 	last      lastSend // the last message queued, if AppendSend may grow it
 	appendBuf []byte
 
+	reasm      [numQueues]reasm // untagged messages being reassembled (message.go)
+	maxRecvMsg int
+
 	expectRTR RTRType // RTR message still awaited (rtr.go)
 	rtrSeg    bool    // the segment being handled is that RTR
 
