@@ -3,6 +3,7 @@
 #                 and build/sdpstat (the live view of SDP sockets)
 #   make demo     real unmodified programs over SDP, compared with plain TCP
 #   make test     everything CI runs
+#   make bench    the benchmarks against plain TCP (results/, git-ignored; BENCH_QUICK=1: short)
 
 GO      ?= go
 CC      ?= gcc
@@ -15,7 +16,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all demo test deps check gotest wirecheck fuzz clean
+.PHONY: all demo test deps check gotest wirecheck fuzz bench clean
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
@@ -52,6 +53,10 @@ fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
 test: deps all check gotest wirecheck fuzz
+
+bench: all
+	bash scripts/install-bench-deps.sh
+	BENCH_COMMAND="make bench" bash scripts/bench.sh
 
 clean:
 	rm -rf $(BUILD)
