@@ -38,7 +38,7 @@ func TestCorruption(t *testing.T) {
 }
 
 func runCorruption(t *testing.T, kind damage, conns int) (injected, detected int) {
-	dir := t.TempDir()
+	dir := logDir(t)
 	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)

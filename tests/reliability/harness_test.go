@@ -358,3 +358,23 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// logDir is a temporary directory for the libsdp logs of a test, printed when the test fails.
+func logDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if len(b) > 8000 {
+				b = append(b[:4000:4000], append([]byte("\n...\n"), b[len(b)-4000:]...)...)
+			}
+			t.Logf("%s:\n%s", filepath.Base(f), b)
+		}
+	})
+	return dir
+}

@@ -389,6 +389,7 @@ static int put(int fd, const uint8_t *b, size_t n)
 static int echo(int port, const char *addr)
 {
 	int l = listen_on(port, addr);
+	CHECK(fcntl(l, F_SETFL, O_NONBLOCK) == 0);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	CHECK(ep >= 0);
 	struct epoll_event ev = { .events = EPOLLIN, .data.fd = l };

@@ -1,0 +1,428 @@
+package reliability
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A hostile peer connects to a preloaded server's SDP port without libsdp and speaks whatever
+// it likes after the server's MPA Request. Meanwhile a preloaded client keeps using the same
+// server, which must serve it throughout, end each hostile connection on its own, and keep its
+// memory bounded.
+
+// hostilePeer is one connection to the SDP port, past the server's MPA Request.
+type hostilePeer struct {
+	c       *net.TCPConn
+	markers bool // the server asked for markers (M in its Request)
+	tx      *framer
+	mseq    uint32
+	pending []byte
+}
+
+// dialHostile connects to the SDP port and reads the MPA Request.
+func dialHostile(addr string) (*hostilePeer, error) {
+	c, err := net.DialTimeout("tcp4", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	p := &hostilePeer{c: c.(*net.TCPConn)}
+	_ = p.c.SetDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, 20)
+	if _, err := io.ReadFull(p.c, hdr); err != nil {
+		p.c.Close()
+		return nil, fmt.Errorf("reading the MPA Request: %w", err)
+	}
+	pd := make([]byte, binary.BigEndian.Uint16(hdr[18:20]))
+	if _, err := io.ReadFull(p.c, pd); err != nil {
+		p.c.Close()
+		return nil, fmt.Errorf("reading the MPA Request: %w", err)
+	}
+	if string(hdr[:16]) != "MPA ID Req Frame" {
+		p.c.Close()
+		return nil, fmt.Errorf("the server's MPA Request has key %q", hdr[:16])
+	}
+	p.markers = hdr[16]&mpaFlagM != 0
+	return p, nil
+}
+
+// reply sends a valid MPA Reply with a HelloAck and sets up the FPDU framer.
+func (p *hostilePeer) reply() error {
+	_, err := p.c.Write(mpaReply(true, true, helloAck(16, 65536)))
+	p.tx = &framer{markers: p.markers, crc: true}
+	return err
+}
+
+// dataULPDU is an untagged Send carrying an SDP Data message with payload.
+func (p *hostilePeer) dataULPDU(payload []byte) []byte {
+	p.mseq++
+	u := untagged(true, opSend, qnSend, p.mseq, 0)
+	u = append(u, bsdh(midData, 16, uint32(bsdhLen+len(payload)), p.mseq, 0)...)
+	return append(u, payload...)
+}
+
+// queue frames ulpdu as one FPDU (valid CRC, markers where the server asked for them).
+func (p *hostilePeer) queue(ulpdu []byte) {
+	p.pending = append(p.pending, p.tx.fpdu(ulpdu)...)
+}
+
+func (p *hostilePeer) flush() error {
+	_, err := p.c.Write(p.pending)
+	p.pending = p.pending[:0]
+	return err
+}
+
+// ended reports whether the server ended the connection (EOF or reset) within d, reading and
+// dropping whatever it sends until then.
+func (p *hostilePeer) ended(d time.Duration) bool {
+	_ = p.c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		_, err := p.c.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout())
+	}
+}
+
+// echoed reads from the server until want has arrived as the payload of its FPDUs or d passed.
+// It only looks for want's octets in the raw stream, which is enough for short payloads.
+func (p *hostilePeer) echoed(want []byte, d time.Duration) bool {
+	_ = p.c.SetReadDeadline(time.Now().Add(d))
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, want) {
+		n, err := p.c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// A case of hostile input: it gets a connection past the MPA Request and returns whether the
+// server must end the connection (true) or may keep it (false: the input may be valid).
+type hostileCase struct {
+	name  string
+	count int
+	run   func(p *hostilePeer, rng *rand.Rand) (mustEnd bool, err error)
+}
+
+func mutate(rng *rand.Rand, b []byte) {
+	for range 1 + rng.IntN(4) {
+		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+	}
+}
+
+var hostileCases = []hostileCase{
+	{"garbage-instead-of-mpa", 40, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		g := make([]byte, 1+rng.IntN(4096))
+		for i := range g {
+			g[i] = byte(rng.Uint32())
+		}
+		_, err := p.c.Write(g)
+		return true, err
+	}},
+	{"mpa-reply-mutated", 40, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		f := mpaReply(true, true, helloAck(16, 65536))
+		// Damage the key, flags, revision or the HelloAck's head, all of which are checked.
+		idx := []int{0, 7, 15, 17, 20, 20 + 16}[rng.IntN(6)]
+		f[idx] ^= 0x5a
+		_, err := p.c.Write(f)
+		return true, err
+	}},
+	{"mpa-reply-huge-private-data", 10, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		f := mpaReply(true, true, nil)
+		binary.BigEndian.PutUint16(f[18:20], 0xffff)
+		f = append(f, make([]byte, 4096)...)
+		_, err := p.c.Write(f)
+		return true, err
+	}},
+	{"valid-then-fuzzed-fpdus", 200, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		for range 1 + rng.IntN(4) {
+			payload := make([]byte, rng.IntN(2048))
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			u := p.dataULPDU(payload)
+			mutate(rng, u)
+			p.queue(u)
+		}
+		return false, p.flush()
+	}},
+	{"valid-then-raw-fpdu-mutation", 100, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		p.queue(p.dataULPDU(make([]byte, 1+rng.IntN(3000))))
+		mutate(rng, p.pending) // after framing: the CRC or the framing must catch it
+		return true, p.flush()
+	}},
+	{"rdma-write-bad-stag", 30, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		stag := []uint32{0, 0xffffffff, rng.Uint32(), 0x100}[rng.IntN(4)]
+		p.queue(append(tagged(true, opRDMAWrite, stag, rng.Uint64()), make([]byte, 64)...))
+		return true, p.flush()
+	}},
+	{"rdma-read-request-bad-stag", 30, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		rr := make([]byte, readReqLen)
+		binary.BigEndian.PutUint32(rr[0:4], rng.Uint32())      // sink STag
+		binary.BigEndian.PutUint64(rr[4:12], rng.Uint64())     // sink TO
+		binary.BigEndian.PutUint32(rr[12:16], 1<<31)           // RDMA Read size: huge
+		binary.BigEndian.PutUint32(rr[16:20], rng.Uint32()|1)  // source STag: never registered
+		binary.BigEndian.PutUint64(rr[20:28], ^uint64(0)-4096) // source TO: out of any bounds
+		p.queue(append(untagged(true, opReadRequest, qnReadReq, 1, 0), rr...))
+		return true, p.flush()
+	}},
+	{"rdma-read-response-stale-stag", 20, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		p.queue(append(tagged(true, opReadResponse, rng.Uint32(), 0), make([]byte, 128)...))
+		return true, p.flush()
+	}},
+	{"huge-ulpdu-length", 20, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		// An FPDU that claims the largest lengths, sent whole: its markers and CRC cannot match.
+		ulen := 0xfff0 + rng.IntN(16)
+		u := make([]byte, ulen)
+		for i := range u {
+			u[i] = byte(rng.Uint32())
+		}
+		f := p.tx.fpdu(u)
+		f[len(f)-1] ^= 0xff
+		_, err := p.c.Write(f)
+		return true, err
+	}},
+	{"huge-bsdh-length", 20, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		u := p.dataULPDU(make([]byte, 100))
+		binary.BigEndian.PutUint32(u[ddpUntaggedLen+4:], 0xffffff00|rng.Uint32()&0xff)
+		p.queue(u)
+		return true, p.flush()
+	}},
+	{"message-beyond-receive-buffer", 10, func(p *hostilePeer, rng *rand.Rand) (bool, error) {
+		if err := p.reply(); err != nil {
+			return false, err
+		}
+		// One SDP message in many DDP segments whose offsets run past the 64 KiB buffer.
+		p.mseq++
+		chunk := 1024
+		for mo := 0; mo < 80*1024; mo += chunk {
+			u := append(untagged(false, opSend, qnSend, p.mseq, uint32(mo)), make([]byte, chunk)...)
+			if mo == 0 {
+				copy(u[ddpUntaggedLen:], bsdh(midData, 16, 64*1024, p.mseq, 0))
+			}
+			p.queue(u)
+		}
+		return true, p.flush()
+	}},
+}
+
+// TestHostilePeers attacks a preloaded echo server on its SDP port with every hostile case
+// while a preloaded client keeps using it.
+func TestHostilePeers(t *testing.T) {
+	dir := logDir(t)
+	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo")
+	p := srv.port(t)
+	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+
+	// A valid hostile-style peer is served: the harness itself speaks SDP well enough.
+	hp, err := dialHostile(sdpAddr)
+	require.NoError(t, err)
+	require.NoError(t, hp.reply())
+	hp.queue(hp.dataULPDU([]byte("a well-formed message from a peer without libsdp")))
+	require.NoError(t, hp.flush())
+	require.True(t, hp.echoed([]byte("a well-formed message from a peer without libsdp"), 10*time.Second),
+		"the server echoes a well-formed message from the raw peer")
+	hp.c.Close()
+
+	// Warm up, then take the server's memory as the reference.
+	warm := start(t, "warm", sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "50")
+	require.True(t, warm.wait(60*time.Second))
+	require.NoError(t, warm.err, warm.output())
+	rss0 := rssKiB(t, srv.pid())
+
+	// The good client runs throughout the attack, in rounds.
+	stop := make(chan struct{})
+	var goodWG sync.WaitGroup
+	goodRounds, goodFail := 0, ""
+	goodWG.Add(1)
+	go func() {
+		defer goodWG.Done()
+		for i := 0; i < 100; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c := start(t, fmt.Sprintf("good%d", i), sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "20")
+			if !c.wait(60*time.Second) || c.err != nil {
+				goodFail = fmt.Sprintf("round %d: %v\n%s", i, c.err, c.output())
+				return
+			}
+			goodRounds++
+		}
+	}()
+
+	tried, ended := 0, 0
+	var failures []string
+	for ci, hc := range hostileCases {
+		rng := rand.New(rand.NewPCG(uint64(ci)+11, 7))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		sem := make(chan struct{}, 16)
+		for i := range hc.count {
+			wg.Add(1)
+			sem <- struct{}{}
+			r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				hp, err := dialHostile(sdpAddr)
+				if err != nil {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%s %d: %v", hc.name, i, err))
+					mu.Unlock()
+					return
+				}
+				defer hp.c.Close()
+				mustEnd, err := hp.run(hc, r)
+				wait := time.Second // valid input may keep the connection open
+				if mustEnd {
+					wait = 5 * time.Second
+				}
+				gone := hp.ended(wait)
+				mu.Lock()
+				defer mu.Unlock()
+				tried++
+				if gone {
+					ended++
+				}
+				// A write the server refused (it already reset the connection) is fine.
+				if mustEnd && !gone && err == nil {
+					failures = append(failures, fmt.Sprintf("%s %d: the server kept the connection open", hc.name, i))
+				}
+			}()
+		}
+		wg.Wait()
+		require.False(t, srv.exited(), "the server died during %s: %v\n%s", hc.name, srv.err, srv.output())
+	}
+	close(stop)
+	goodWG.Wait()
+	assert.Empty(t, failures)
+	assert.Empty(t, goodFail, "the good client failed during the attack")
+	assert.Positive(t, goodRounds, "the good client ran during the attack")
+
+	// The server still serves, and its memory stayed bounded.
+	after := start(t, "after", sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "50")
+	require.True(t, after.wait(60*time.Second))
+	require.NoError(t, after.err, after.output())
+	rss1 := rssKiB(t, srv.pid())
+	t.Logf("hostile: %d connections tried, %d ended by the server; good client rounds %d; server RSS %d -> %d KiB",
+		tried, ended, goodRounds, rss0, rss1)
+	assert.Less(t, rss1-rss0, int64(64<<10), "server memory growth during the attack (KiB)")
+	srv.stopGently(10 * time.Second)
+	st := statsOf(t, dir, "server")
+	t.Logf("server: sdp_conns=%d panics=%d", st["sdp_conns"], st["panics"])
+	assert.Zero(t, st["panics"], "no engine panic on hostile input")
+	fmt.Printf("RELIABILITY hostile tried=%d ended=%d good_rounds=%d rss_kib_before=%d rss_kib_after=%d\n",
+		tried, ended, goodRounds, rss0, rss1)
+}
+
+func (p *hostilePeer) run(hc hostileCase, rng *rand.Rand) (bool, error) { return hc.run(p, rng) }
+
+// TestHalfOpen holds connections on a preloaded server's SDP port that never finish the
+// handshake (no MPA Reply) or stop in the middle of an FPDU, while a preloaded client keeps
+// using the server. The server must keep serving with bounded memory; how long it keeps such
+// connections is measured and reported.
+func TestHalfOpen(t *testing.T) {
+	dir := logDir(t)
+	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo")
+	p := srv.port(t)
+	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	warm := start(t, "warm", sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "20")
+	require.True(t, warm.wait(60*time.Second))
+	require.NoError(t, warm.err, warm.output())
+	rss0, fds0 := rssKiB(t, srv.pid()), fdCount(t, srv.pid())
+
+	const silent, stalled = 300, 100
+	var peers []*hostilePeer
+	for i := range silent + stalled {
+		hp, err := dialHostile(sdpAddr)
+		require.NoError(t, err, "half-open connection %d", i)
+		if i >= silent {
+			require.NoError(t, hp.reply())
+			f := hp.tx.fpdu(hp.dataULPDU(make([]byte, 4000)))
+			_, err = hp.c.Write(f[:len(f)/2]) // half an FPDU, then nothing
+			require.NoError(t, err)
+		}
+		peers = append(peers, hp)
+	}
+	t.Cleanup(func() {
+		for _, hp := range peers {
+			hp.c.Close()
+		}
+	})
+	// The server serves a good client while they are held.
+	good := start(t, "good", sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "200")
+	require.True(t, good.wait(60*time.Second))
+	require.NoError(t, good.err, good.output())
+	rss1, fds1 := rssKiB(t, srv.pid()), fdCount(t, srv.pid())
+
+	// Which of them has the server ended after 10 s (SDP_CONNECT_TIMEOUT is 2 s)?
+	time.Sleep(10 * time.Second) // the lifetime being measured, not a synchronisation
+	endedSilent, endedStalled := 0, 0
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, hp := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if hp.ended(100 * time.Millisecond) {
+				mu.Lock()
+				if i < silent {
+					endedSilent++
+				} else {
+					endedStalled++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("half-open: %d silent and %d stalled held; after 10 s the server had ended %d and %d; server RSS %d -> %d KiB, fds %d -> %d",
+		silent, stalled, endedSilent, endedStalled, rss0, rss1, fds0, fds1)
+	fmt.Printf("RELIABILITY halfopen silent=%d stalled=%d ended_silent_10s=%d ended_stalled_10s=%d rss_kib=%d->%d fds=%d->%d\n",
+		silent, stalled, endedSilent, endedStalled, rss0, rss1, fds0, fds1)
+	assert.Less(t, rss1-rss0, int64(32<<10), "server memory with the half-open connections held (KiB)")
+	require.False(t, srv.exited())
+}
