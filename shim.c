@@ -413,6 +413,7 @@ static const char *reason_name(int r)
 	static const char *names[] = {
 		"none", "timeout", "foreign", "version", "refused", "rule",
 		"plain-peer", "after-fork", "engine-unavailable", "cached", "sdp-port-busy",
+		"resource-limit",
 	};
 	return (r >= 0 && r < SDP_REASON_MAX) ? names[r] : "unknown";
 }
@@ -1705,6 +1706,29 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	return do_accept(fd, addr, len, flags);
 }
 
+/* over_conn_cap reports whether the process already has SDP_MAX_CONNECTIONS
+ * (unset or 0: no cap) SDP connections, counted in the descriptor table (a
+ * scan, done only when a cap is set); a further connect then uses TCP with
+ * the reason resource-limit, where a rule allows TCP. */
+static int over_conn_cap(void)
+{
+	static _Atomic int cap = -1;
+	int c = atomic_load(&cap);
+	if (c < 0) {
+		c = env_int("SDP_MAX_CONNECTIONS", 0, 0, FD_MAX);
+		atomic_store(&cap, c);
+	}
+	if (c == 0)
+		return 0;
+	int n = 0;
+	for (int fd = 0; fd < FD_MAX && n < c; fd++) {
+		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
+		int k = e ? atomic_load_explicit(&e->kind, memory_order_relaxed) : K_NONE;
+		n += k == K_CONNECTING || k == K_ACTIVE || k == K_PASSIVE || k == K_SDP;
+	}
+	return n >= c;
+}
+
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	need_real();
@@ -1742,6 +1766,10 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	e->sdp_only = mode == MODE_SDP;
 	if (mode == MODE_BOTH && neg_lookup(addr)) {
 		mark_tcp(fd, e, SDP_REASON_CACHED);
+		return real.connect(fd, addr, len);
+	}
+	if (mode == MODE_BOTH && over_conn_cap()) {
+		mark_tcp(fd, e, SDP_REASON_LIMIT);
 		return real.connect(fd, addr, len);
 	}
 	struct sockaddr_storage m;

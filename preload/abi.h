@@ -27,6 +27,7 @@ enum sdp_reason {
 	SDP_REASON_ENGINE = 8,     /* the engine could not be loaded */
 	SDP_REASON_CACHED = 9,     /* an earlier attempt to this peer fell back */
 	SDP_REASON_SDP_PORT = 10,  /* the mapped port could not be bound */
+	SDP_REASON_LIMIT = 11,     /* SDP_MAX_CONNECTIONS reached */
 	SDP_REASON_MAX
 };
 
