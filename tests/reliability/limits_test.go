@@ -76,3 +76,29 @@ func lastLines(s string, n int) string {
 	}
 	return strings.Join(l, "\n")
 }
+
+// TestConnectionCap holds more connections than SDP_MAX_CONNECTIONS allows: the ones past the
+// cap use TCP with the reason resource-limit, and every one of them works.
+func TestConnectionCap(t *testing.T) {
+	const n, limit = 30, 8
+	dir := logDir(t)
+	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo")
+	p := srv.port(t)
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	cli := start(t, "hold", sdpEnv(dir, "client", "SDP_MAX_CONNECTIONS="+strconv.Itoa(limit)), relprog,
+		"hold", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(n))
+	cli.waitLine(t, regexp.MustCompile(fmt.Sprintf(`^STAGE %d `, n)), time.Minute)
+	_, err := cli.stdin.Write([]byte("go\n"))
+	require.NoError(t, err)
+	cli.waitLine(t, regexp.MustCompile(`^ALIVE `), time.Minute)
+	require.True(t, cli.wait(time.Minute))
+	require.NoError(t, cli.err, cli.output())
+	srv.stopGently(10 * time.Second)
+	st := statsOf(t, dir, "client")
+	assert.Equal(t, int64(limit), st["sdp_conns"], "client: connections over SDP")
+	assert.Equal(t, int64(n-limit), st["tcp_conns"], "client: connections over TCP")
+	assert.Equal(t, n-limit, strings.Count(logText(t, dir, "client"), "transport=tcp reason=resource-limit"),
+		"each connection past the cap logs its reason")
+	sst := statsOf(t, dir, "server")
+	assert.Equal(t, int64(limit), sst["sdp_conns"], "server: connections over SDP")
+}
