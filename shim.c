@@ -324,6 +324,7 @@ struct fdent {
 	int dupped;           /* another descriptor may refer to the same socket */
 	_Atomic pid_t last_tid;  /* the thread that last waited on it */
 	_Atomic int threads;     /* more than one thread has waited on it */
+	_Atomic uint32_t wfull;  /* non-blocking sends that found the transport full */
 	uint8_t req[REQ_MAX];
 };
 
@@ -1374,6 +1375,9 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 			if (nonblock < 0)
 				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
 			if (nonblock) {
+				/* The application saw the transport full: the room that
+				 * comes back is a new edge for EPOLLET waiters. */
+				atomic_fetch_add(&e->wfull, 1);
 				if (done)
 					return done;
 				errno = EAGAIN;
@@ -2572,6 +2576,7 @@ struct epreg {
 	int kfired;       /* the kernel saw activity since the last look */
 	int efd;          /* the connection's eventfd once added to the set, or -1 */
 	uint32_t edges;   /* the connection's arrival count at the last look */
+	uint32_t wfull;   /* the connection's full-transport count at the last look */
 	int disabled;     /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
 };
 
@@ -2716,7 +2721,8 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			err = errno;
 			break;
 		}
-		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1 };
+		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
+						    .wfull = atomic_load(&e->wfull) };
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r) {
@@ -2842,6 +2848,11 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 			*tmo = et;
 		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
 		uint32_t report = rep;
+		uint32_t wfull = atomic_load(&e->wfull);
+		if (wfull != r->wfull) {
+			r->last &= ~(uint32_t)EPOLLOUT; /* a send found it full since */
+			r->wfull = wfull;
+		}
 		if (r->events & EPOLLET) {
 			/* Again only what became ready, or what saw a new arrival. */
 			report = (rep & ~r->last) | (edges != r->edges ? rep : 0);
@@ -2909,8 +2920,9 @@ static int epoll_peek(struct epset *ep)
 		uint32_t edges;
 		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
 		uint32_t rep = ready > 0 ? (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP) : 0;
+		uint32_t last = atomic_load(&e->wfull) != r->wfull ? r->last & ~(uint32_t)EPOLLOUT : r->last;
 		if (r->events & EPOLLET)
-			rep = (rep & ~r->last) | (edges != r->edges ? rep : 0);
+			rep = (rep & ~last) | (edges != r->edges ? rep : 0);
 		found = rep != 0;
 	}
 	pthread_mutex_unlock(&ep->mu);

@@ -115,7 +115,7 @@ reasons() {
 }
 
 # sdpstat_watch samples build/sdpstat --json every 0.2 s until sdpstat_stop, noting each
-# listed process's session (the servers started by bg lead their own sessions).
+# listed process's ancestors and their sessions (the servers started by bg lead sessions).
 sdpstat_watch() {
 	"$PYTHON" - "$SDPSTAT" "$D/sdpstat.jsonl" <<'PY' &
 import json, subprocess, sys, time
@@ -126,10 +126,17 @@ for _ in range(3000):
     except Exception:
         doc = {}
     for p in doc.get("processes") or []:
-        try:
-            p["sid"] = int(open("/proc/%d/stat" % p["pid"]).read().rsplit(")", 1)[1].split()[3])
-        except Exception:
-            p["sid"] = 0
+        # the process and its ancestors (servers' children may start sessions of their own)
+        p["up"], pid = [], p["pid"]
+        for _ in range(32):
+            try:
+                st = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+            except Exception:
+                break
+            p["up"] += [pid, int(st[3])]
+            pid = int(st[1])
+            if pid <= 1:
+                break
     out.write(json.dumps(doc) + "\n")
     out.flush()
     time.sleep(0.2)
@@ -144,8 +151,9 @@ sdpstat_stop() {
 	WATCH_PID=
 }
 
-# sdpstat_seen PROG SID... prints "P S": how many processes named PROG in the sessions SID...
-# (the servers) sdpstat listed, and the most SDP sockets one snapshot showed in them together.
+# sdpstat_seen PROG SID... prints "P S": how many processes whose name starts with PROG, in
+# the sessions SID... (the servers) or below them, sdpstat listed, and the most SDP sockets
+# one snapshot showed in them together.
 sdpstat_seen() {
 	"$PYTHON" - "$D/sdpstat.jsonl" "$@" <<'PY'
 import json, sys
@@ -158,7 +166,7 @@ for line in open(sys.argv[1]):
         continue
     n = 0
     for p in doc.get("processes") or []:
-        if p.get("prog") != sys.argv[2] or p.get("sid") not in sids:
+        if not str(p.get("prog")).startswith(sys.argv[2]) or not sids & set(p.get("up") or []):
             continue
         pids.add(p["pid"])
         n += sum(1 for s in p.get("sockets") or [] if s.get("transport") == "sdp")
