@@ -112,6 +112,7 @@ func logf(level int, format string, args ...any) {
 }
 
 func lookup(fd int) *sdpcore.Conn {
+	injectFault(fd)
 	mu.RLock()
 	c := conns[fd]
 	mu.RUnlock()
