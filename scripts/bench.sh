@@ -134,10 +134,13 @@ veth_up() {
 	done
 	ip -n "$NS_A" link set "$VETH_A" up
 	ip -n "$NS_B" link set "$VETH_B" up
-	# wait (bounded) until the link carries a ping
+	# wait (bounded) until both ends of the link are up
 	local i
 	for i in $(seq 1 50); do
-		ip netns exec "$NS_B" ping -c1 -W1 "$ADDR_A" >/dev/null 2>&1 && return 0
+		if ip -n "$NS_A" link show "$VETH_A" | grep -q LOWER_UP &&
+			ip -n "$NS_B" link show "$VETH_B" | grep -q LOWER_UP; then
+			return 0
+		fi
 		sleep 0.1
 	done
 	die "veth link between $NS_A and $NS_B does not come up"
@@ -169,12 +172,14 @@ net_setup() {
 	esac
 }
 
+# next_port sets PORT to a port for the next server (and its SDP port above it).
+PORT_SEQ=30000
 next_port() {
 	if [[ $NET == lo ]]; then
-		free_port
+		PORT=$(free_port)
 	else
-		PORT_SEQ=$((${PORT_SEQ:-30000} + 1))
-		echo "$PORT_SEQ"
+		PORT_SEQ=$((PORT_SEQ + 1))
+		PORT=$PORT_SEQ
 	fi
 }
 
@@ -203,8 +208,8 @@ run_pair() {
 	CASE_N=$((CASE_N + 1))
 	local dir=$out/raw/$(printf '%04d' $CASE_N)-$section-$NET-$cfg
 	mkdir -p "$dir"
-	local port
-	port=$(next_port)
+	next_port
+	local port=$PORT
 	local -a envv
 	read -r -a envv <<<"$(cfg_env "$cfg" "$dir")"
 	{
@@ -269,7 +274,7 @@ sec_progress() {
 		cfgs+=("$c-inline" "$c-async")
 	done
 	for c in "${cfgs[@]}"; do
-		run_pair progress "$c" -- progress 4096 burst=100 iters=200 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
+		run_pair progress "$c" -- progress 4096 burst=100 iters=200 nodelay=1 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
 	done
 }
 
@@ -286,9 +291,9 @@ sec_util() {
 sec_overlap() {
 	local c cfgs=(tcp inline async)
 	for c in "${cfgs[@]}"; do
-		run_pair wait "$c" -- wait 4096,65536,262144,1048576 iters=200 compute="$COMPUTE_WAIT" "${COMMON[@]}"
+		run_pair wait "$c" -- wait 4096,65536,262144,1048576 iters=200 nodelay=1 compute="$COMPUTE_WAIT" "${COMMON[@]}"
 		[[ $NET == lo ]] && run_pair bwcompute "$c" -- bw 4096,131072 iters=2000 bytes=67108864 \
-			compute="$COMPUTE_BW" "${COMMON[@]}"
+			nodelay=1 compute="$COMPUTE_BW" "${COMMON[@]}"
 	done
 	return 0
 }
@@ -348,7 +353,8 @@ sec_thirdparty() {
 	for c in tcp sdp-default; do
 		dir=$out/raw/nptcp-$NET-$c
 		mkdir -p "$dir"
-		port=$(next_port)
+		next_port
+		port=$PORT
 		local -a envv
 		read -r -a envv <<<"$(cfg_env "$c" "$dir")"
 		local upper=$([[ $quick == 1 ]] && echo 65536 || echo 4194304)
@@ -363,7 +369,8 @@ sec_thirdparty() {
 
 		dir=$out/raw/sockperf-$NET-$c
 		mkdir -p "$dir"
-		port=$(next_port)
+		next_port
+		port=$PORT
 		read -r -a envv <<<"$(cfg_env "$c" "$dir")"
 		"${AT_SRV[@]}" env -u LD_PRELOAD "${envv[@]}" timeout -k 5 120 sockperf sr --tcp -i "$SRV_ADDR" -p "$port" \
 			>"$dir/server.out" 2>&1 &
@@ -399,6 +406,8 @@ sec_profile() {
 			[[ -f $d/$side.perf.data ]] || continue
 			perf report -i "$d/$side.perf.data" --stdio --no-children --sort dso,sym --percent-limit 1 \
 				>"$d/$side.report.txt" 2>/dev/null || true
+			perf report -i "$d/$side.perf.data" --stdio --no-children --sort dso,sym -g none --percent-limit 0.2 \
+				>"$d/$side.flat.txt" 2>/dev/null || true
 		done
 	done
 }

@@ -431,6 +431,50 @@ def slope(pts):
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / den if den else math.nan
 
 
+CATEGORIES = (
+    ("CRC32c", lambda dso, sym: "crc32" in sym.lower() or "castagnoli" in sym.lower()),
+    ("memory copy", lambda dso, sym: "memmove" in sym or "memcpy" in sym),
+    ("kernel: sleeping and waking", lambda dso, sym: "kernel" in dso and re.search(
+        r"finish_task_switch|schedule|futex|wake_up|pick_next|enqueue_|dequeue_|switch_to|ep_poll|idle", sym)),
+    ("kernel: TCP and other system calls", lambda dso, sym: "kernel" in dso),
+    ("cgo crossing (C to Go and back)", lambda dso, sym: "cgo" in sym or "crosscall" in sym),
+    ("Go runtime (scheduler, locks, GC)", lambda dso, sym: sym.startswith("runtime.") or sym.startswith("internal/runtime")
+     or sym.startswith("sync.") or sym.startswith("gcWriteBarrier")),
+    ("engine (sdpcore, iwarp, preload)", lambda dso, sym: "libsdp/" in sym or sym.startswith("main.")),
+    ("shim", lambda dso, sym: "libsdp.so" in dso),
+    ("application and libc", lambda dso, sym: True),
+)
+
+
+def profile_breakdown(out):
+    """Self time by category for each profiled case, from perf report's flat output."""
+    res = []
+    for d in sorted(glob.glob(os.path.join(out, "raw", "*-profile-*"))):
+        name = re.sub(r"^\d+-profile-", "", os.path.basename(d))
+        for side in ("client", "server"):
+            p = os.path.join(d, side + ".flat.txt")
+            if not os.path.exists(p):
+                continue
+            cats = {c[0]: 0.0 for c in CATEGORIES}
+            top = []
+            for line in open(p, errors="replace"):
+                m = re.match(r"\s+([\d.]+)%\s+(\S+)\s+\[[.k]\]\s+(.*\S)", line)
+                if not m:
+                    continue
+                pct, dso, sym = float(m.group(1)), m.group(2), m.group(3)
+                if "kernel" in dso:
+                    sym = "[k]" + sym
+                for cname, test in CATEGORIES:
+                    if test(dso, sym):
+                        cats[cname] += pct
+                        break
+                if len(top) < 6:
+                    top.append(f"{sym.replace('[k]', '')} {pct:.1f}%")
+            cats["other (symbols under 0.2% each)"] = max(0.0, 100 - sum(cats.values()))
+            res.append((name, side, cats, top))
+    return res
+
+
 def summary(out, rows, tp, pre, enc, made):
     mach = {}
     p = os.path.join(out, "machine.txt")
@@ -664,7 +708,8 @@ def summary(out, rows, tp, pre, enc, made):
                     cells.append("–")
                     continue
                 r = r[0]
-                cells.append(f"{r['copies_per_byte_tx'] or '0'} / {r['copies_per_byte_rx'] or '0'}, {fmt(f(r['cpu_s_per_gb']), 2)}")
+                cp_txt = "– / –" if c == "tcp" else f"{r['copies_per_byte_tx'] or '?'} / {r['copies_per_byte_rx'] or '?'}"
+                cells.append(f"{cp_txt}, {fmt(f(r['cpu_s_per_gb']), 2)}")
                 cms.append(r["cache_misses_per_byte"])
             cm = ", ".join(x for x in cms if x) or "not available"
             w(f"| {c} | " + " | ".join(cells) + f" | {cm} |")
@@ -696,6 +741,17 @@ def summary(out, rows, tp, pre, enc, made):
                     x, y = f(a[0]["value"]), f(b[0]["value"])
                     metric = {"NPtcp": "Mbit/s", "sockperf-pp": "µs", "sockperf-tp": "msg/s"}[tool]
                     w(f"| {tool} ({metric}) | {net} | {human(s)} | {fmt(x)} | {fmt(y)} | {y / x:.2f} | {b[0]['transport']} |")
+    prof = profile_breakdown(out)
+    if prof:
+        w("")
+        w("Where the time goes (perf record -e cpu-clock -g, self time by category, % of samples; "
+          "the profiled cases run in the default configuration):")
+        w("")
+        cats = [c[0] for c in CATEGORIES] + ["other (symbols under 0.2% each)"]
+        w("| case | side | " + " | ".join(cats) + " | top symbols |")
+        w("|---|---|" + "---|" * len(cats) + "---|")
+        for name, side, cv, top in prof:
+            w(f"| {name} | {side} | " + " | ".join(f"{cv[c]:.0f}" for c in cats) + " | " + ", ".join(top[:4]) + " |")
     bad = sorted({(r["section"], r["net"], r["config"], r["mode_check"]) for r in rows
                   if r["config"] != "tcp" and r["mode_check"] != "ok"})
     tr = sorted({(r["section"], r["net"], r["config"], r["transport"]) for r in rows
