@@ -699,6 +699,20 @@ static void ip16(const struct sockaddr *sa, uint8_t out[16])
 static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
 static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
 
+/* hello_flow_control is the flow-control byte of the Hello (HH byte 14):
+ * 0x80 | mode asked for (0 credit, 1 rdma, 2 nic, 3 transport). Unset or
+ * unknown means the engine's default, credit (sdpcore.DefaultFlowControl);
+ * the engine logs a bad value. */
+static uint8_t hello_flow_control(void)
+{
+	static const char *const names[] = { "credit", "rdma", "nic", "transport" };
+	const char *v = getenv("SDP_FLOW_CONTROL");
+	for (unsigned i = 0; v && i < sizeof names / sizeof names[0]; i++)
+		if (!strcasecmp(v, names[i]))
+			return 0x80 | i;
+	return 0x80;
+}
+
 /* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
  * §7.1; layout in docs/PROTOCOL.md). sdpcore.AppendRequest is the reference
  * encoder and the engine parses these exact bytes back. */
@@ -725,6 +739,7 @@ static int build_request(uint8_t *b, int fd, uint16_t app_port)
 	hh[0] = 0x11;
 	hh[1] = (v6 ? 6 : 4) << 4;
 	hh[3] = 1;
+	hh[14] = hello_flow_control();
 	put32(hh + 4, cfg.buf_size);
 	put32(hh + 8, cfg.buf_size);
 	put16(hh + 12, app_port);
