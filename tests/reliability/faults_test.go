@@ -1,0 +1,228 @@
+package reliability
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var progressRe = regexp.MustCompile(`^PROGRESS `)
+
+// startTransfer starts a preloaded sink and a preloaded sender of bytes at kibps (0: as fast as
+// it goes), and waits until the sink has received its first 4 MiB.
+func startTransfer(t *testing.T, dir string, bytes, kibps int) (srv, cli *prog, port int) {
+	t.Helper()
+	srv = start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	port = srv.port(t)
+	waitListening(t, sdpPort(port, 20000), 10*time.Second)
+	cli = start(t, "send", sdpEnv(dir, "client"), relprog, "send", "127.0.0.1", strconv.Itoa(port),
+		strconv.Itoa(bytes), "1", "5", strconv.Itoa(kibps))
+	srv.waitLine(t, progressRe, 30*time.Second)
+	return srv, cli, port
+}
+
+// TestPeerKilled kills one end of a transfer with SIGKILL: the other end must see the end of the
+// stream or ECONNRESET (as with TCP) within 10 s, without hanging.
+func TestPeerKilled(t *testing.T) {
+	t.Run("sender", func(t *testing.T) {
+		dir := logDir(t)
+		srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10)
+		require.NoError(t, syscall.Kill(cli.pid(), syscall.SIGKILL))
+		d := srv.waitLines(doneRe, 1, 10*time.Second)
+		require.Len(t, d, 1, "the receiver saw the sender's death within 10 s")
+		assert.Regexp(t, `^DONE (short|err=ECONNRESET) `, d[0], "end of stream or reset, as with TCP")
+		assert.False(t, srv.exited())
+	})
+	t.Run("receiver", func(t *testing.T) {
+		dir := logDir(t)
+		srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10)
+		require.NoError(t, syscall.Kill(srv.pid(), syscall.SIGKILL))
+		s := cli.waitLines(sentRe, 1, 10*time.Second)
+		require.Len(t, s, 1, "the sender saw the receiver's death within 10 s")
+		assert.Regexp(t, `^SENT 0 err=(ECONNRESET|EPIPE) `, s[0], "a reset or a broken pipe, as with TCP")
+	})
+}
+
+// TestResetMidTransfer resets both TCP connections under an SDP transfer (a relay closes them
+// with SO_LINGER 0): both programs get ECONNRESET (the sender may get EPIPE), as with TCP.
+func TestResetMidTransfer(t *testing.T) {
+	const conns = 5
+	dir := logDir(t)
+	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	p := srv.port(t)
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), damageReset, 256<<10, 2<<20, 99)
+	off := ((rl.port()-p)%64512 + 64512) % 64512
+	cli := start(t, "send", sdpEnv(dir, "client", "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
+		"send", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(4<<20), strconv.Itoa(conns), "9")
+	require.True(t, cli.wait(time.Minute), "the sender finished")
+	dones := srv.waitLines(doneRe, conns, 10*time.Second)
+	require.Len(t, dones, conns)
+	for i, in := range rl.injections() {
+		require.True(t, in.done, "connection %d was reset", i)
+		assert.Regexp(t, `^DONE err=ECONNRESET `, dones[i], "receiver, connection %d", i)
+	}
+	for _, s := range cli.matching(sentRe) {
+		assert.Regexp(t, `^SENT \d+ err=(ECONNRESET|EPIPE) `, s, "sender")
+	}
+}
+
+// freePortPair returns a port P such that P and P+20000 are free on 127.0.0.1.
+func freePortPair(t *testing.T) int {
+	t.Helper()
+	for range 200 {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		require.NoError(t, err)
+		p := l.Addr().(*net.TCPAddr).Port
+		if p+20000 > 65535 {
+			l.Close()
+			continue
+		}
+		l2, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", p+20000))
+		l.Close()
+		if err == nil {
+			l2.Close()
+			return p
+		}
+	}
+	t.Fatal("no free pair of ports")
+	return 0
+}
+
+// TestServerRestart kills the receiving server (SIGKILL) in the middle of a series of
+// connections and starts it again on the same port while the client keeps retrying refused
+// connects: every connection but the one cut by the kill completes intact.
+func TestServerRestart(t *testing.T) {
+	const conns = 30
+	dir := logDir(t)
+	p := freePortPair(t)
+	srv := start(t, "sink1", sdpEnv(dir, "server"), relprog, "sink", strconv.Itoa(p))
+	srv.port(t)
+	waitListening(t, p+20000, 10*time.Second)
+	cli := start(t, "retry", sdpEnv(dir, "client"), relprog, "retry", "127.0.0.1", strconv.Itoa(p),
+		strconv.Itoa(2<<20), strconv.Itoa(conns), "31", "65536")
+	srv.waitLines(regexp.MustCompile(`^DONE ok`), 5, 30*time.Second)
+	srv.kill()
+	time.Sleep(time.Second) // the server is down for a second: the scenario, not a synchronisation
+	srv2 := start(t, "sink2", sdpEnv(dir, "server"), relprog, "sink", strconv.Itoa(p))
+	srv2.port(t)
+	require.True(t, cli.wait(2*time.Minute), "the client finished")
+	sent := cli.matching(sentRe)
+	require.Len(t, sent, conns)
+	failed := 0
+	for _, s := range sent {
+		if !strings.Contains(s, " ok ") {
+			failed++
+		}
+	}
+	assert.LessOrEqual(t, failed, 1, "only the connection cut by the kill fails:\n%s", strings.Join(sent, "\n"))
+	assert.Empty(t, srv2.matching(regexp.MustCompile(`corrupt|short`)))
+	srv2.stopGently(10 * time.Second)
+	st := statsOf(t, dir, "client")
+	t.Logf("server restart: %d of %d connections failed; client sdp_conns=%d tcp_conns=%d", failed, conns, st["sdp_conns"], st["tcp_conns"])
+}
+
+// netns is a pair of network namespaces joined by a veth link, made by the test and removed at
+// its end. The server side is 10.213.7.1, the client side 10.213.7.2.
+type netns struct {
+	a, b, vethA, vethB string
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	require.NoError(t, err, "%s: %s", strings.Join(args, " "), out)
+}
+
+func newNetns(t *testing.T) *netns {
+	t.Helper()
+	id := strconv.Itoa(syscall.Getpid() % 100000)
+	n := &netns{a: "sdprelA" + id, b: "sdprelB" + id, vethA: "sra" + id, vethB: "srb" + id}
+	run(t, "ip", "netns", "add", n.a)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.a).Run() })
+	run(t, "ip", "netns", "add", n.b)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.b).Run() })
+	run(t, "ip", "link", "add", n.vethA, "netns", n.a, "type", "veth", "peer", "name", n.vethB, "netns", n.b)
+	run(t, "ip", "-n", n.a, "addr", "add", "10.213.7.1/24", "dev", n.vethA)
+	run(t, "ip", "-n", n.b, "addr", "add", "10.213.7.2/24", "dev", n.vethB)
+	for _, ns := range []string{n.a, n.b} {
+		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	}
+	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "up")
+	run(t, "ip", "-n", n.b, "link", "set", n.vethB, "up")
+	return n
+}
+
+// transferInNetns runs a preloaded sink in namespace a and a preloaded sender in b.
+func transferInNetns(t *testing.T, n *netns, dir string, bytes, conns, kibps int) (srv, cli *prog) {
+	t.Helper()
+	srv = startIn(t, "sink", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.a}, relprog, "sink", "0", "10.213.7.1")
+	p := srv.port(t)
+	srv.waitLine(t, regexp.MustCompile(`^PORTS`), 10*time.Second)
+	cli = startIn(t, "send", sdpEnv(dir, "client"), []string{"ip", "netns", "exec", n.b}, relprog, "send", "10.213.7.1",
+		strconv.Itoa(p), strconv.Itoa(bytes), strconv.Itoa(conns), "17", strconv.Itoa(kibps))
+	return srv, cli
+}
+
+// checkIntact asserts that every connection of a transfer completed over SDP with every octet.
+func checkIntact(t *testing.T, dir string, srv, cli *prog, conns int) {
+	t.Helper()
+	require.True(t, cli.wait(3*time.Minute), "the sender finished")
+	sent := cli.matching(sentRe)
+	require.Len(t, sent, conns)
+	for _, s := range sent {
+		assert.Contains(t, s, " ok ", "sender")
+	}
+	dones := srv.waitLines(doneRe, conns, 10*time.Second)
+	require.Len(t, dones, conns)
+	for _, d := range dones {
+		assert.Regexp(t, `^DONE ok `, d, "receiver")
+	}
+	srv.stopGently(10 * time.Second)
+	assert.Equal(t, int64(conns), statsOf(t, dir, "client")["sdp_conns"], "every connection over SDP")
+}
+
+// TestLinkDown takes the veth link between two namespaces down for 5 s in the middle of an SDP
+// transfer and brings it up again: the transfer completes intact.
+func TestLinkDown(t *testing.T) {
+	n := newNetns(t)
+	dir := logDir(t)
+	srv, cli := transferInNetns(t, n, dir, 32<<20, 1, 4<<10)
+	srv.waitLine(t, progressRe, 30*time.Second)
+	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "down")
+	time.Sleep(5 * time.Second) // the outage being tested, not a synchronisation
+	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "up")
+	checkIntact(t, dir, srv, cli, 1)
+}
+
+// TestPacketLoss drops 5% of the packets entering each namespace (nftables numgen random)
+// during SDP transfers: every octet arrives intact.
+func TestPacketLoss(t *testing.T) {
+	_, err := exec.LookPath("nft")
+	require.NoError(t, err, "nft is missing: run make deps")
+	n := newNetns(t)
+	for _, ns := range []string{n.a, n.b} {
+		run(t, "ip", "netns", "exec", ns, "nft", "add table inet sdploss")
+		run(t, "ip", "netns", "exec", ns, "nft", "add chain inet sdploss in { type filter hook input priority 0 ; }")
+		run(t, "ip", "netns", "exec", ns, "nft", "add rule inet sdploss in meta l4proto tcp numgen random mod 100 < 5 counter drop")
+	}
+	dir := logDir(t)
+	srv, cli := transferInNetns(t, n, dir, 8<<20, 2, 0)
+	checkIntact(t, dir, srv, cli, 2)
+	out, err := exec.Command("ip", "netns", "exec", n.a, "nft", "list", "chain", "inet", "sdploss", "in").CombinedOutput()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`packets (\d+)`).FindSubmatch(out)
+	require.NotNil(t, m, "%s", out)
+	dropped, _ := strconv.Atoi(string(m[1]))
+	assert.Positive(t, dropped, "packets were dropped")
+	t.Logf("packet loss: %d packets dropped entering the server's namespace", dropped)
+}
