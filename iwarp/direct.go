@@ -160,6 +160,14 @@ func (q *QP) startDirect() bool {
 	}
 	side := x.side[:0]
 	have := len(buf)
+	// Every marker already received must be right before any octet moves
+	// into the region: a wrong one is left to the ordinary path to report.
+	for k := 0; k < count && f+k*d.spacing+MarkerLen <= have; k++ {
+		o := f + k*d.spacing
+		if m := Marker(buf[o:]); m.Reserved() != 0 || int(m.FPDUPTR()) != o-hdr {
+			return false
+		}
+	}
 	crcEnd := wire - crcLen
 	pay0 := ulpduLenLen + DDPTaggedHeaderLen // content offset of the payload
 	w, c := hdr, 0
@@ -175,11 +183,7 @@ func (q *QP) startDirect() bool {
 		}
 		if w == mk {
 			want := w - hdr
-			if w+MarkerLen <= have {
-				if m := Marker(buf[w:]); m.Reserved() != 0 || int(m.FPDUPTR()) != want {
-					return false // the ordinary path reports it
-				}
-			} else {
+			if w+MarkerLen > have { // (received ones were checked above)
 				// The marker may have begun in buf: its slot starts with
 				// those octets, and only the rest is read.
 				side = append(side, 0, 0, 0, 0)
