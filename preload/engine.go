@@ -67,6 +67,8 @@ type totals struct {
 	wireTx, wireRx                 uint64
 	creditUpdates, creditStalls    uint64
 	userCopiesTx, userCopiesRx     uint64
+	bcopySends, coalescedSends     uint64
+	ringAcks                       uint64
 	protoErrors, panics, fallbacks uint64
 }
 
@@ -93,10 +95,14 @@ func initEngine(c engineConfig) {
 	// that it can keep the application's close() away from them.
 	time.Sleep(time.Nanosecond)
 	coreCfg.Unaligned = c.unaligned
+	// The modes are the engine's alone (the shim only puts the flow
+	// control it asks for into Hello, and reads SDP_FLOW_CONTROL itself).
+	coreCfg.FromEnv(os.Getenv, func(err error) { logf(levelError, "%v", err) })
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
 	startStatsPublisher()
-	logf(levelDebug, "engine started: markers=%v crc=%v buf_size=%d recv_bufs=%d", coreCfg.Markers, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs)
+	logf(levelDebug, "engine started: markers=%v crc=%v buf_size=%d recv_bufs=%d flow_control=%v buffering=%v progress=%v",
+		coreCfg.Markers, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs, coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress)
 }
 
 func logf(level int, format string, args ...any) {
@@ -189,6 +195,9 @@ func addStats(t *totals, c *sdpcore.Conn) {
 	t.creditStalls += s.CreditStalls
 	t.userCopiesTx += s.UserCopiesTx
 	t.userCopiesRx += s.UserCopiesRx
+	t.bcopySends += s.BCopySends
+	t.coalescedSends += s.CoalescedSends
+	t.ringAcks += s.RingAcks
 }
 
 // result turns an sdpcore outcome into the ABI's integer.
@@ -331,8 +340,8 @@ func logConn(fd int, c *sdpcore.Conn, what string) {
 	if !s.Up {
 		transport = "sdp-unestablished"
 	}
-	logf(levelInfo, "fd %d %s transport=%s payload_tx=%d payload_rx=%d fpdus_tx=%d fpdus_rx=%d markers=%v crc=%v",
-		fd, what, transport, s.PayloadTx, s.PayloadRx, s.Tx.FPDUs, s.Rx.FPDUs, s.Markers, s.CRC)
+	logf(levelInfo, "fd %d %s transport=%s payload_tx=%d payload_rx=%d fpdus_tx=%d fpdus_rx=%d markers=%v crc=%v flow_control=%s buffering=%s progress=%s",
+		fd, what, transport, s.PayloadTx, s.PayloadRx, s.Tx.FPDUs, s.Rx.FPDUs, s.Markers, s.CRC, s.FlowControl, s.Buffering, s.Progress)
 }
 
 func onPanic(fd int, r any) int {
@@ -356,8 +365,9 @@ func statsLine() string {
 		addStats(&t, c)
 	}
 	mu.RUnlock()
-	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d fallbacks=%d panics=%d",
+	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
 		t.sdpConns, t.fpdusTx, t.fpdusRx, t.markersTx, t.markersRx, t.crcBytesRx, t.crcErrors,
 		t.payloadTx, t.payloadRx, t.wireTx, t.wireRx, t.creditUpdates, t.creditStalls,
-		t.userCopiesTx, t.userCopiesRx, fallbacks.Load(), panics.Load())
+		t.userCopiesTx, t.userCopiesRx, t.bcopySends, t.coalescedSends, t.ringAcks,
+		coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress, fallbacks.Load(), panics.Load())
 }

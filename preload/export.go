@@ -134,6 +134,9 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 		return -C.int(unix.EBADF)
 	}
 	err := c.Shutdown(how == unix.SHUT_RD || how == unix.SHUT_RDWR, how == unix.SHUT_WR || how == unix.SHUT_RDWR, time.Now())
+	if c.NeedsBackground() { // held data and DisConn must not wait for another call
+		go c.Background(coreCfg.Linger)
+	}
 	return C.int(result(int(fd), c, 0, err))
 }
 

@@ -19,7 +19,19 @@ type Config struct {
 	TxBacklog      int           // bytes framed but not yet taken by the kernel before senders wait
 	Linger         time.Duration // how long a closed connection keeps flushing and draining
 	Unaligned      bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=0)
+	FlowControl    FlowControl   // asked for in Hello/HelloAck; both ends must agree
+	Buffering      Buffering     // local: copies per byte of a buffer-copy transfer
+	Progress       Progress      // local: who moves data between the application's calls
 }
+
+// Defaults of the modes, chosen from BenchmarkStream and BenchmarkSmall
+// (README, "Choosing the modes"). The shim's Hello carries the same
+// default flow control when SDP_FLOW_CONTROL is not set.
+const (
+	DefaultFlowControl = FlowCredit
+	DefaultBuffering   = BufIntegrated
+	DefaultProgress    = ProgressInline
+)
 
 // DefaultConfig returns the defaults the documentation lists.
 func DefaultConfig() Config {
@@ -32,6 +44,9 @@ func DefaultConfig() Config {
 		ConnectTimeout: 2 * time.Second,
 		TxBacklog:      256 << 10,
 		Linger:         60 * time.Second,
+		FlowControl:    DefaultFlowControl,
+		Buffering:      DefaultBuffering,
+		Progress:       DefaultProgress,
 	}
 }
 
@@ -55,5 +70,14 @@ func (c *Config) Sanitize() {
 	}
 	if c.Linger <= 0 {
 		c.Linger = d.Linger
+	}
+	if c.FlowControl >= numFlowControls {
+		c.FlowControl = d.FlowControl
+	}
+	if c.Buffering > BufSeparate {
+		c.Buffering = d.Buffering
+	}
+	if c.Progress > ProgressAsync {
+		c.Progress = d.Progress
 	}
 }

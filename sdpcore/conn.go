@@ -64,9 +64,14 @@ type Stats struct {
 	PayloadTx, PayloadRx   uint64 // application bytes
 	MsgsTx, MsgsRx         uint64 // SDP messages
 	CreditUpdates          uint64 // messages sent only to return credits
-	CreditStalls           uint64 // sends that found no credit
+	CreditStalls           uint64 // sends that found no credit (or, rdma/nic, no ring space)
 	UserCopiesTx           uint64 // payload bytes copied in user space, per direction
 	UserCopiesRx           uint64
+	BCopySends             uint64 // Data messages (credit, transport) or ring writes (rdma, nic) sent
+	CoalescedSends         uint64 // sends merged into data already queued (held, appended, corked)
+	RingAcks               uint64 // rdma/nic: Immediate Data sent only to return ring space
+	FlowControl            string // the mode agreed with the peer
+	Buffering, Progress    string // the local modes
 	Tx                     iwarp.TxStats
 	Rx                     iwarp.RxStats
 	Markers, CRC, RxMarker bool
@@ -123,12 +128,38 @@ type Conn struct {
 	bg          bool // a background goroutine is driving the connection
 	stats       Stats
 	lastWait    time.Time
+
+	fc FlowControl // agreed with the peer in Hello/HelloAck
+
+	// rdma and nic: the peer's ring, which we fill (sender side) …
+	peerRing     iwarp.STag
+	peerRingSize uint32
+	ringWr       uint32 // bytes written into it, all time
+	ringAcked    uint32 // of them, bytes the peer has read
+	held         []byte // data coalesced while the peer's ring is full
+	heldOff      int
+	// … and ours, which the peer fills.
+	ring      []byte
+	ringSTag  iwarp.STag
+	ringIn    uint32 // bytes announced by Immediate Data, all time
+	ringFreed uint32 // of them, bytes the application has read
+	ringAdv   uint32 // ringFreed as last told to the peer
+
+	lastDataLen int // transport: BSDH Len of the last Data message queued
+	corked      bool
+	corkUntil   time.Time
+	sbuf        []byte // separate buffering: SDP's private send buffer
+	async       bool   // the progress goroutine runs
+	// inBackground: Background, which only finishes the kernel's part of
+	// sends the application made, is driving the connection.
+	inBackground bool
 }
 
 type piece struct {
 	data []byte
 	seg  iwarp.Segment
 	last bool // last piece of a Data message that holds a buffer
+	ring bool // data lies in our receive ring: reading it frees ring space
 }
 
 // NewActive starts the connecting side on a socket whose TCP connection to
@@ -138,7 +169,18 @@ func NewActive(fd int, cfg Config, now time.Time) *Conn {
 	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd), efd: -1}
 	c.qp.SetAlign(!cfg.Unaligned)
 	c.deadline = now.Add(cfg.ConnectTimeout)
+	c.initModes()
 	return c
+}
+
+// initModes records the local modes and starts the progress goroutine.
+func (c *Conn) initModes() {
+	c.stats.FlowControl = c.fc.String()
+	c.stats.Buffering, c.stats.Progress = c.cfg.Buffering.String(), c.cfg.Progress.String()
+	if c.cfg.Progress == ProgressAsync {
+		c.async = true
+		go c.progressLoop()
+	}
 }
 
 // NewPassive starts the accepting side of a connection whose MPA Request
@@ -158,6 +200,13 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 	c.request = append([]byte(nil), request...)
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs
+	c.fc = h.FlowControl // what we asked for, until the HelloAck says
+	if c.fc.ring() {
+		if err := c.makeRing(); err != nil {
+			return nil, err
+		}
+	}
+	c.initModes()
 	return c, nil
 }
 
@@ -242,7 +291,14 @@ func (c *Conn) Err() error {
 	return c.err
 }
 
-func (c *Conn) credits() int { return c.peerBufs - int(c.mseq-c.peerAck) }
+// credits returns the messages the peer can still take. Only the credit
+// mode counts them; the others never wait for credits.
+func (c *Conn) credits() int {
+	if c.fc != FlowCredit {
+		return 1 << 30
+	}
+	return c.peerBufs - int(c.mseq-c.peerAck)
+}
 
 // progress moves the connection as far as it can without blocking: it
 // writes queued bytes, reads and handles what has arrived, and drives the
@@ -257,8 +313,8 @@ func (c *Conn) progress(now time.Time) {
 			c.wake()
 		}
 	}()
-	if err := c.flush(); err != nil {
-		return
+	if c.flush(); c.st == stFailed {
+		return // a full socket is no reason not to read: the peer may be blocked on us
 	}
 	for c.st != stFailed && c.fb == nil {
 		switch c.st {
@@ -284,8 +340,8 @@ func (c *Conn) progress(now time.Time) {
 		if c.st == stFailed || c.fb != nil {
 			return
 		}
-		if !c.fill() {
-			break
+		if c.rqBytes >= rxLimit || !c.fill() {
+			break // a reader that falls behind leaves the rest to TCP's window
 		}
 	}
 	// Only after reading all there is: a late look is not a late peer.
@@ -295,11 +351,20 @@ func (c *Conn) progress(now time.Time) {
 	}
 	// Credits that arrived may be what early data, a pending update or
 	// DisConn needed.
-	c.drainEarly()
+	if c.fc != FlowRDMA || !c.inBackground || c.wrShut {
+		// rdma: only the application's calls send held data, until it
+		// has said its last word (shutdown or close).
+		c.drainHeld()
+	}
+	c.drainEarly(now)
 	c.maybeReturnCredits()
 	c.queueDisConn()
 	_ = c.flush()
 }
+
+// rxLimit bounds the received payload held for the application: beyond
+// it the socket is left unread, so TCP's window stops the sender.
+const rxLimit = 4 << 20
 
 // fill reads from the socket; false when nothing more can be read now.
 func (c *Conn) fill() bool {
@@ -446,7 +511,23 @@ func (c *Conn) onRequest(now time.Time) bool {
 	c.bufs, c.bufSize = c.cfg.RecvBufs, c.cfg.BufSize
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.LocalRcvSz)
-	ack := AppendHelloAck(nil, &HelloAck{Bufs: uint16(c.bufs), IPVersion: h.IPVersion, ActRcvSz: uint32(c.bufSize)})
+	// Both ends use the mode both asked for; any difference, or a peer
+	// that asks for nothing, means credit, which every SDP peer has.
+	c.fc = FlowCredit
+	if h.FlowControl == c.cfg.FlowControl {
+		c.fc = h.FlowControl
+	}
+	c.stats.FlowControl = c.fc.String()
+	ha := &HelloAck{Bufs: uint16(c.bufs), IPVersion: h.IPVersion, ActRcvSz: uint32(c.bufSize), FlowControl: c.fc}
+	if c.fc.ring() {
+		if err := c.makeRing(); err != nil {
+			c.fc, ha.FlowControl = FlowCredit, FlowCredit
+			c.stats.FlowControl = c.fc.String()
+		} else {
+			ha.RingSTag, ha.RingSize = uint32(c.ringSTag), uint32(len(c.ring))
+		}
+	}
+	ack := AppendHelloAck(nil, ha)
 	c.qp.WriteRaw(iwarp.AppendMPAFrame(nil, &iwarp.MPAFrame{Reply: true, Markers: c.cfg.Markers, CRC: c.cfg.CRC, Rev: 1, PrivateData: ack}))
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
 	c.qp.StartFullOperation(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
@@ -475,14 +556,30 @@ func (c *Conn) onReply() bool {
 		c.fail(&ProtoError{Err: err})
 		return false
 	}
+	if h.FlowControl != c.fc && h.FlowControl != FlowCredit {
+		c.fail(&ProtoError{Err: fmt.Errorf("sdp: HelloAck chose %v flow control; we asked for %v", h.FlowControl, c.fc)})
+		return false
+	}
 	c.qp.ConsumeRaw(n)
+	if c.fc.ring() && !h.FlowControl.ring() {
+		c.dropRing()
+	}
+	c.fc = h.FlowControl
+	c.stats.FlowControl = c.fc.String()
+	if c.fc.ring() {
+		c.peerRing, c.peerRingSize = iwarp.STag(h.RingSTag), h.RingSize
+	}
 	req, _, _ := iwarp.ParseMPAFrame(c.request, false)
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
 	c.qp.StartFullOperation(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
 	c.st, c.stats.Up = stEstablished, true
-	c.sendControl(MIDData) // the first FPDU: an empty Data message, a credit update
+	if c.fc.ring() {
+		c.announceRing() // the first FPDU: where the peer writes to us
+	} else {
+		c.sendControl(MIDData) // the first FPDU: an empty Data message, a credit update
+	}
 	return true
 }
 
@@ -517,6 +614,18 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 	case seg.QN == 2: // Terminate from the peer
 		seg.Release()
 		c.fail(unix.ECONNRESET)
+		return
+	case seg.QN == 0 && c.fc.ring() && (seg.Opcode() == iwarp.OpImmediate || seg.Opcode() == iwarp.OpImmediateSE):
+		if c.st == stAwaitFirst {
+			seg.Release()
+			c.failProto(errors.New("sdp: ring data before the ring announcement"))
+			return
+		}
+		err := c.onRingData(seg.Payload)
+		seg.Release()
+		if err != nil {
+			c.failProto(err)
+		}
 		return
 	case seg.QN != 0 || (seg.Opcode() != iwarp.OpSend && seg.Opcode() != iwarp.OpSendSE):
 		seg.Release()
@@ -561,12 +670,19 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		seg.Release()
 		return
 	}
-	c.stats.PayloadRx += uint64(len(payload))
-	c.edges++
 	last := seg.Last && c.msgHeld
 	if last {
 		c.msgHeld = false
 	}
+	if c.cfg.Buffering == BufSeparate {
+		// SDP's own receive buffer between iWARP's and the application.
+		payload = append(make([]byte, 0, len(payload)), payload...)
+		seg.Release()
+		seg = iwarp.Segment{}
+		c.stats.UserCopiesRx += uint64(len(payload))
+	}
+	c.stats.PayloadRx += uint64(len(payload))
+	c.edges++
 	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last})
 	c.rqBytes += len(payload)
 }
@@ -585,16 +701,27 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 	if int(h.Len()) < BSDHLen || int(h.Len()) > c.bufSize {
 		return fmt.Errorf("sdp: %v of %d bytes does not fit our %d-byte receive buffers", h.MID(), h.Len(), c.bufSize)
 	}
-	if c.posted == 0 {
+	credit := c.fc == FlowCredit
+	if credit && c.posted == 0 {
 		return errors.New("sdp: peer sent beyond the credits we granted")
 	}
 	c.recvSeq = h.MSeq()
 	c.peerAck, c.peerBufs = h.MSeqAck(), int(h.Bufs())
 	c.stats.MsgsRx++
-	c.inMsg, c.msgLeft, c.msgHeld = true, int(h.Len()), true
-	c.posted--
+	c.inMsg, c.msgLeft, c.msgHeld = true, int(h.Len()), credit
+	if credit {
+		c.posted--
+	}
 	c.inData = false
+	if c.fc.ring() && c.peerRingSize == 0 && h.MID() != MIDChRcvBuf {
+		return fmt.Errorf("sdp: %v before the ring announcement", h.MID())
+	}
 	switch h.MID() {
+	case MIDChRcvBuf:
+		if !c.fc.ring() || c.peerRingSize != 0 {
+			return errors.New("sdp: unexpected ChRcvBuf message")
+		}
+		return c.onRingAnnounce(h)
 	case MIDData:
 		c.inData = true
 	case MIDDisConn:
@@ -627,7 +754,11 @@ func (c *Conn) releaseQueue() {
 // that only receives never leaves the sender short: each update costs the
 // sender one buffer until its next message acknowledges it.
 func (c *Conn) maybeReturnCredits() {
-	if c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
+	if c.fc.ring() {
+		c.maybeAckRing()
+		return
+	}
+	if c.fc != FlowCredit || c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
@@ -643,7 +774,7 @@ func (c *Conn) advertise() {
 
 // queueDisConn sends DisConn once nothing else waits before it.
 func (c *Conn) queueDisConn() {
-	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.credits() >= 1 {
+	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.heldLen() == 0 && c.credits() >= 1 {
 		c.sendControl(MIDDisConn)
 		c.disSent = true
 	}

@@ -25,18 +25,34 @@ func connPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	cfd, afd := tcpPair(t)
 	cfg.Sanitize()
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
-		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
+		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80, FlowControl: cfg.FlowControl}
 	req := AppendRequest(nil, cfg, h)
 	n, err := unix.Write(afd, req)
 	require.NoError(t, err)
 	require.Equal(t, len(req), n)
 	p, err := NewPassive(afd, cfg, req)
 	require.NoError(t, err)
-	return NewActive(cfd, cfg, time.Now()), p
+	a := NewActive(cfd, cfg, time.Now())
+	closeAtCleanup(t, a, p)
+	return a, p
 }
 
-// wait blocks (bounded) until c says want may be ready.
+// closeAtCleanup stops what still drives a and p (the progress goroutine,
+// background flushes) before the test's sockets are closed: a failed test
+// must not leave them writing into descriptors a later test reuses.
+func closeAtCleanup(t testing.TB, cs ...*Conn) {
+	t.Cleanup(func() {
+		for _, c := range cs {
+			c.Close(time.Now())
+		}
+	})
+}
+
+// wait blocks (bounded) until c says want may be ready. Like the engine
+// it also waits on the connection's eventfd: another goroutine (a reader,
+// or the progress goroutine) may drain the socket into c's buffers.
 func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
+	efd := c.Waiter()
 	for {
 		if time.Now().After(until) {
 			return errors.New("timed out waiting")
@@ -51,10 +67,17 @@ func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
 		if kw == 0 {
 			kw = EvIn
 		}
-		pfd := []unix.PollFd{{Fd: int32(c.Fd()), Events: kw}}
+		pfd := []unix.PollFd{{Fd: int32(c.Fd()), Events: kw}, {Fd: int32(efd), Events: unix.POLLIN}}
+		if efd < 0 {
+			pfd = pfd[:1]
+		}
 		_, err = unix.Poll(pfd, 100)
 		if err != nil && err != unix.EINTR {
 			return err
+		}
+		if len(pfd) > 1 && pfd[1].Revents&unix.POLLIN != 0 {
+			var b [8]byte
+			_, _ = unix.Read(efd, b[:])
 		}
 	}
 }

@@ -33,6 +33,23 @@ type Hello struct {
 	LocalPort   uint16   // the application's port
 	SrcIP       [16]byte // IPv4 in the last 4 bytes
 	DstIP       [16]byte
+	// FlowControl is the mode the sender asks for (HH byte 14: 0x80|code;
+	// 0, as older peers send, means credit).
+	FlowControl FlowControl
+}
+
+// flowAsked marks a flow-control code in HH byte 14 and HAH byte 2.
+const flowAsked = 0x80
+
+func encodeFlow(f FlowControl) byte { return flowAsked | byte(f) }
+
+// decodeFlow reads a flow-control byte; anything this version does not
+// know is credit, which every SDP peer supports.
+func decodeFlow(b byte) FlowControl {
+	if b&flowAsked == 0 || FlowControl(b&0x7f) >= numFlowControls {
+		return FlowCredit
+	}
+	return FlowControl(b & 0x7f)
 }
 
 // AppendHello appends the Hello message to dst.
@@ -49,6 +66,7 @@ func AppendHello(dst []byte, h *Hello) []byte {
 	binary.BigEndian.PutUint32(hh[8:], h.LocalRcvSz)
 	binary.BigEndian.PutUint16(hh[12:], h.LocalPort)
 	copy(hh[16:32], h.SrcIP[:])
+	hh[14] = encodeFlow(h.FlowControl)
 	copy(hh[32:48], h.DstIP[:])
 	return dst
 }
@@ -74,6 +92,7 @@ func ParseHello(pd []byte) (Hello, error) {
 	h.LocalPort = binary.BigEndian.Uint16(hh[12:])
 	copy(h.SrcIP[:], hh[16:32])
 	copy(h.DstIP[:], hh[32:48])
+	h.FlowControl = decodeFlow(hh[14])
 	if h.IPVersion != 4 && h.IPVersion != 6 {
 		return h, fmt.Errorf("sdp: Hello IP version %d", h.IPVersion)
 	}
@@ -90,19 +109,36 @@ type HelloAck struct {
 	IPVersion  uint8
 	Cap        uint8
 	ActRcvSz   uint32 // our receive buffer size, BSDH included
+	// FlowControl is the mode both ends use from now on (HAH byte 2).
+	FlowControl FlowControl
+	// RingSTag and RingSize name the connecting side's receive ring in the
+	// rdma and nic modes (HAH bytes 8-15, present only then).
+	RingSTag, RingSize uint32
 }
+
+// hahRingLen is the HAH with the ring fields of the rdma and nic modes.
+const hahRingLen = HAHLen + 8
 
 // AppendHelloAck appends the HelloAck message to dst.
 func AppendHelloAck(dst []byte, h *HelloAck) []byte {
+	n := HelloAckLen
+	if h.FlowControl.ring() {
+		n = BSDHLen + hahRingLen
+	}
 	off := len(dst)
-	dst = append(dst, make([]byte, HelloAckLen)...)
+	dst = append(dst, make([]byte, n)...)
 	b := dst[off:]
-	EncodeBSDH(b, BSDHFields{MID: MIDHelloAck, Bufs: h.Bufs, Len: HelloAckLen})
+	EncodeBSDH(b, BSDHFields{MID: MIDHelloAck, Bufs: h.Bufs, Len: uint32(n)})
 	ha := b[BSDHLen:]
 	ha[0] = Version
 	ha[1] = h.IPVersion<<4 | h.Cap&0x0f
+	ha[2] = encodeFlow(h.FlowControl)
 	ha[3] = h.MaxAdverts
 	binary.BigEndian.PutUint32(ha[4:], h.ActRcvSz)
+	if h.FlowControl.ring() {
+		binary.BigEndian.PutUint32(ha[8:], h.RingSTag)
+		binary.BigEndian.PutUint32(ha[12:], h.RingSize)
+	}
 	return dst
 }
 
@@ -121,6 +157,17 @@ func ParseHelloAck(pd []byte) (HelloAck, error) {
 	h.Cap = ha[1] & 0x0f
 	h.MaxAdverts = ha[3]
 	h.ActRcvSz = binary.BigEndian.Uint32(ha[4:])
+	h.FlowControl = decodeFlow(ha[2])
+	if h.FlowControl.ring() {
+		if int(BSDH(pd).Len()) < BSDHLen+hahRingLen {
+			return h, fmt.Errorf("sdp: HelloAck for %v flow control without its ring", h.FlowControl)
+		}
+		h.RingSTag = binary.BigEndian.Uint32(ha[8:])
+		h.RingSize = binary.BigEndian.Uint32(ha[12:])
+		if err := checkRing(h.RingSize); err != nil {
+			return h, fmt.Errorf("sdp: HelloAck: %w", err)
+		}
+	}
 	if err := checkBuffers(h.Bufs, h.ActRcvSz); err != nil {
 		return h, fmt.Errorf("sdp: HelloAck: %w", err)
 	}
@@ -150,6 +197,14 @@ func checkBuffers(bufs uint16, size uint32) error {
 	}
 	if size < minRecvBufSz || size > maxRecvBufSz {
 		return fmt.Errorf("receive buffer size %d outside [%d, %d]", size, minRecvBufSz, maxRecvBufSz)
+	}
+	return nil
+}
+
+// checkRing checks the size of a receive ring a peer announces.
+func checkRing(size uint32) error {
+	if size < minRecvBufs*minRecvBufSz || size > maxRecvBufs*maxRecvBufSz {
+		return fmt.Errorf("receive ring of %d bytes", size)
 	}
 	return nil
 }

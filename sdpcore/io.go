@@ -1,6 +1,7 @@
 package sdpcore
 
 import (
+	"encoding/binary"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +17,20 @@ import (
 // other's updates. When credits or the kernel's buffer run out, Send returns
 // what it took; nothing is taken that is not already framed.
 
+// SendFlags select send(2) behaviour.
+type SendFlags uint8
+
+// Send flags.
+const (
+	// SendMore (MSG_MORE): more is coming; the bytes are taken but held
+	// until a send without it, or corkMax later, so they go out with it.
+	SendMore SendFlags = 1 << iota
+)
+
+// corkMax is how long bytes sent with SendMore wait for the rest, as
+// Linux's TCP_CORK ceiling.
+const corkMax = 200 * time.Millisecond
+
 // Send takes bytes from bufs. It returns how many it took, ErrWouldBlock,
 // a *FallbackError, or the connection's error.
 //
@@ -24,6 +39,11 @@ import (
 // bounded early queue, as the kernel would take them into its send buffer:
 // a program may connect to its own listener and write before it accepts.
 func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
+	return c.SendFlags(bufs, 0, now)
+}
+
+// SendFlags is Send with send(2) flags.
+func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.st != stEstablished {
@@ -32,8 +52,36 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
 	}
+	if flags&SendMore != 0 {
+		// Corked bytes share the early queue: taken now, sent first.
+		if len(c.early) == 0 {
+			c.corkUntil = now.Add(corkMax)
+		} else {
+			c.stats.CoalescedSends++
+		}
+		c.corked = true
+		n := c.queueEarly(bufs)
+		if n == 0 {
+			c.corked = len(c.early) > 0
+			return 0, ErrWouldBlock
+		}
+		return n, nil
+	}
+	if c.corked && len(c.early) > 0 {
+		// The end of a corked run: it goes out with what was held.
+		c.stats.CoalescedSends++
+		c.corked = false
+		n := c.queueEarly(bufs)
+		c.drainEarly(now)
+		_ = c.flush()
+		if n == 0 {
+			return 0, ErrWouldBlock
+		}
+		return n, nil
+	}
+	c.corked = false
 	if c.st != stEstablished || len(c.early) > 0 {
-		c.drainEarly()
+		c.drainEarly(now)
 		_ = c.flush()
 		if c.st != stEstablished || len(c.early) > 0 {
 			n := c.queueEarly(bufs)
@@ -48,23 +96,7 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 	for _, b := range bufs {
 		total += len(b)
 	}
-	sent := 0
-	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
-		if c.credits() < 2 {
-			c.progress(now)
-			if c.credits() < 2 || c.st != stEstablished {
-				c.stats.CreditStalls++
-				break
-			}
-		}
-		n := min(total-sent, c.peerBufSize-BSDHLen)
-		c.parts = gather(c.parts[:0], bufs, sent, n)
-		c.postData(n)
-		sent += n
-		if c.qp.TxPending() >= c.cfg.TxBacklog/2 {
-			_ = c.flush()
-		}
-	}
+	sent := c.push(bufs, total, now, true)
 	_ = c.flush()
 	if sent == 0 {
 		if c.st == stFailed {
@@ -78,6 +110,83 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 	return sent, nil
 }
 
+// push sends up to total bytes of bufs as the flow-control mode allows and
+// returns how many it took. With mayProgress it may read the socket for
+// credits.
+func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
+	if c.fc.ring() {
+		return c.pushRing(bufs, total)
+	}
+	sent := 0
+	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
+		if c.credits() < 2 {
+			if mayProgress {
+				c.progress(now)
+			}
+			if c.credits() < 2 || c.st != stEstablished {
+				c.stats.CreditStalls++
+				break
+			}
+		}
+		n := min(total-sent, c.peerBufSize-BSDHLen)
+		c.parts = gather(c.parts[:0], bufs, sent, n)
+		c.parts = c.separate(c.parts, n)
+		if !c.appendData(n) {
+			c.postData(n)
+		}
+		clear(c.parts)
+		sent += n
+		if c.qp.TxPending() >= c.cfg.TxBacklog/2 {
+			_ = c.flush()
+		}
+	}
+	return sent
+}
+
+// separate makes the extra copy of separate buffering: into SDP's private
+// send buffer, from which iWARP then copies into its marker buffer.
+func (c *Conn) separate(parts [][]byte, n int) [][]byte {
+	if c.cfg.Buffering != BufSeparate {
+		return parts
+	}
+	c.sbuf = c.sbuf[:0]
+	for _, p := range parts {
+		c.sbuf = append(c.sbuf, p...)
+	}
+	c.stats.UserCopiesTx += uint64(n)
+	clear(parts)
+	return append(parts[:0], c.sbuf)
+}
+
+// appendMax bounds a Data message grown by appending: each append frames
+// the message again, so only small sends gain from it.
+const appendMax = 8 << 10
+
+// appendData, in transport mode, appends the n bytes in c.parts to the
+// last Data message when none of it is on the wire yet (seed 000 §4.2): a
+// send that finds the socket busy joins the queued message instead of
+// adding a header and an FPDU of its own.
+func (c *Conn) appendData(n int) bool {
+	if c.fc != FlowTransport || c.lastDataLen == 0 || c.qp.TxPending() == 0 {
+		return false
+	}
+	l := c.lastDataLen + n
+	if l > appendMax || l > c.peerBufSize {
+		return false
+	}
+	ok := c.qp.AppendSend(func(payload []byte) {
+		binary.BigEndian.PutUint32(payload[4:], uint32(l))
+	}, c.parts...)
+	if !ok {
+		return false
+	}
+	c.lastDataLen = l
+	c.stats.CoalescedSends++
+	c.stats.PayloadTx += uint64(n)
+	c.stats.UserCopiesTx += uint64(n)
+	return true
+}
+
 // postData queues one Data message carrying the n bytes in c.parts.
 func (c *Conn) postData(n int) {
 	c.mseq++
@@ -88,7 +197,9 @@ func (c *Conn) postData(n int) {
 	c.parts[0] = c.hdr[:]
 	c.qp.PostSend(iwarp.OpSend, c.parts...)
 	clear(c.parts)
+	c.lastDataLen = BSDHLen + n
 	c.stats.MsgsTx++
+	c.stats.BCopySends++
 	c.stats.PayloadTx += uint64(n)
 	c.stats.UserCopiesTx += uint64(n)
 }
@@ -113,12 +224,14 @@ func (c *Conn) queueEarly(bufs [][]byte) int {
 	return n
 }
 
-// drainEarly sends early bytes as far as credits allow.
-func (c *Conn) drainEarly() {
-	for len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
-		n := min(len(c.early), c.peerBufSize-BSDHLen)
-		c.parts = append(c.parts[:0], c.early[:n])
-		c.postData(n)
+// drainEarly sends early (and corked) bytes as far as the mode allows.
+func (c *Conn) drainEarly(now time.Time) {
+	if c.corked && now.Before(c.corkUntil) {
+		return
+	}
+	c.corked = false
+	if len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() {
+		n := c.push([][]byte{c.early}, len(c.early), now, false)
 		c.stats.UserCopiesTx -= uint64(n) // counted when queued
 		c.early = c.early[n:]
 	}
@@ -135,10 +248,10 @@ func (c *Conn) wrShutSent() bool { return c.disSent }
 func (c *Conn) NeedsBackground() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.bg || c.closed || c.st == stFailed || c.fb != nil {
+	if c.bg || c.async || c.closed || c.st == stFailed || c.fb != nil {
 		return false
 	}
-	if len(c.early) == 0 && c.qp.TxPending() == 0 {
+	if !c.bgWork() {
 		return false
 	}
 	c.bg = true
@@ -159,9 +272,11 @@ func (c *Conn) Background(limit time.Duration) {
 		now := time.Now()
 		c.mu.Lock()
 		if !c.closed {
+			c.inBackground = true
 			c.progress(now)
+			c.inBackground = false
 		}
-		idle := len(c.early) == 0 && c.qp.TxPending() == 0
+		idle := !c.bgWork()
 		if idle || c.closed || c.st == stFailed || c.fb != nil || now.After(until) {
 			c.bg = false
 			c.mu.Unlock()
@@ -176,6 +291,14 @@ func (c *Conn) Background(limit time.Duration) {
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		_, _ = unix.Poll(pfd, 50)
 	}
+}
+
+// bgWork reports work that must not wait for the application's next call:
+// early or corked bytes, bytes the kernel could not take, and, in nic mode,
+// data held for ring space (seed 001 §4's asynchronous flush; rdma mode
+// leaves it to the application's next call unless that was a shutdown).
+func (c *Conn) bgWork() bool {
+	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut))
 }
 
 func (c *Conn) sendable() error {
@@ -268,6 +391,9 @@ func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 		for len(b) > 0 && i < len(c.rq) {
 			p := &c.rq[i]
 			k := copy(b, p.data[off:])
+			if p.ring && !peek {
+				c.ringFreed += uint32(k)
+			}
 			b = b[k:]
 			n += k
 			off += k
@@ -334,7 +460,8 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.eof || (c.peerDis && c.disSent) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog {
+	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
+		(!c.fc.ring() || c.heldLen() < c.cfg.TxBacklog) {
 		ready |= EvOut
 	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
 		ready |= EvOut // the early queue has room
@@ -388,6 +515,9 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 func (c *Conn) Close(now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return true // once is enough (tests close again in their cleanup)
+	}
 	c.closed = true
 	c.wake() // threads still waiting on it must look again (they will find it closed)
 	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {

@@ -1,0 +1,278 @@
+package sdpcore
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// matrixBytes is how much each side sends per combination in
+// TestModesMatrix. make test-matrix runs it with 64 MiB, without the race
+// detector; the default keeps go test -race ./sdpcore quick.
+var matrixBytes = flag.Int("sdp.matrix-bytes", 1<<20, "bytes each way per mode combination in TestModesMatrix")
+
+type modeCase struct {
+	fc           FlowControl
+	buf          Buffering
+	prog         Progress
+	markers, crc bool
+}
+
+func (m modeCase) String() string {
+	return fmt.Sprintf("%v/%v/%v/markers=%v/crc=%v", m.fc, m.buf, m.prog, m.markers, m.crc)
+}
+
+func (m modeCase) config() Config {
+	cfg := DefaultConfig()
+	cfg.FlowControl, cfg.Buffering, cfg.Progress = m.fc, m.buf, m.prog
+	cfg.Markers, cfg.CRC = m.markers, m.crc
+	return cfg
+}
+
+func allModes() []modeCase {
+	var out []modeCase
+	for fc := FlowCredit; fc < numFlowControls; fc++ {
+		for _, buf := range []Buffering{BufIntegrated, BufSeparate} {
+			for _, prog := range []Progress{ProgressInline, ProgressAsync} {
+				for _, markers := range []bool{true, false} {
+					for _, crc := range []bool{true, false} {
+						out = append(out, modeCase{fc, buf, prog, markers, crc})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestModesMatrix streams random data both ways at once in every
+// combination of flow control, buffering, progress, markers and CRC, with
+// send sizes from 1 byte to 1 MiB, blocking and non-blocking senders and
+// random receive sizes, and checks every byte.
+func TestModesMatrix(t *testing.T) {
+	for i, m := range allModes() {
+		t.Run(m.String(), func(t *testing.T) {
+			sa, sp := exchangeModes(t, m.config(), *matrixBytes, int64(100+i))
+			for _, s := range []Stats{sa, sp} {
+				require.Equal(t, m.fc.String(), s.FlowControl)
+				require.Equal(t, m.buf.String(), s.Buffering)
+				require.Equal(t, m.prog.String(), s.Progress)
+				require.EqualValues(t, *matrixBytes, s.PayloadRx)
+				require.EqualValues(t, *matrixBytes, s.PayloadTx)
+				require.NotZero(t, s.BCopySends)
+				require.GreaterOrEqual(t, s.UserCopiesTx, s.PayloadTx, "at least one copy per byte sent")
+				if m.buf == BufSeparate {
+					require.GreaterOrEqual(t, s.UserCopiesRx, 2*s.PayloadRx, "separate buffering copies twice on receive")
+				}
+				if m.markers {
+					require.NotZero(t, s.Rx.Markers)
+				} else {
+					require.Zero(t, s.Rx.Markers)
+				}
+			}
+		})
+	}
+}
+
+// exchangeModes is exchange with senders that mix blocking and
+// non-blocking calls and sizes up to 1 MiB.
+func exchangeModes(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
+	a, p := connPair(t, cfg)
+	until := time.Now().Add(120 * time.Second)
+	rng := rand.New(rand.NewSource(seed))
+	dataA, dataP := make([]byte, size), make([]byte, size)
+	rng.Read(dataA)
+	rng.Read(dataP)
+	var wg sync.WaitGroup
+	var gotA, gotP []byte
+	errs := make([]error, 4)
+	wg.Add(4)
+	send := func(i int, c *Conn, data []byte) {
+		defer wg.Done()
+		errs[i] = sendMixed(t, c, data, rand.New(rand.NewSource(seed+int64(i))), until)
+		if errs[i] == nil {
+			errs[i] = c.Shutdown(false, true, time.Now())
+			if c.NeedsBackground() { // as the engine does after shutdown
+				go c.Background(time.Minute)
+			}
+		}
+	}
+	go send(0, a, dataA)
+	go send(1, p, dataP)
+	go func() {
+		defer wg.Done()
+		gotA, errs[2] = recvAll(t, a, size, rand.New(rand.NewSource(seed+3)), until)
+	}()
+	go func() {
+		defer wg.Done()
+		gotP, errs[3] = recvAll(t, p, size, rand.New(rand.NewSource(seed+4)), until)
+	}()
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "worker %d\nactive:  %v\npassive: %v", i, a, p)
+	}
+	require.True(t, bytes.Equal(dataP, gotA), "active side received %d bytes, not the %d sent", len(gotA), len(dataP))
+	require.True(t, bytes.Equal(dataA, gotP), "passive side received %d bytes, not the %d sent", len(gotP), len(dataA))
+	sa, sp := a.Stats(), p.Stats()
+	closeBoth(t, a, p)
+	return sa, sp
+}
+
+// sendMixed sends data in random pieces of 1 byte to 1 MiB (most of them
+// small); each piece is sent either as a non-blocking call would (take
+// what is taken, come back later) or as a blocking one (wait until all of
+// the piece is taken).
+func sendMixed(t *testing.T, c *Conn, data []byte, rng *rand.Rand, until time.Time) error {
+	for len(data) > 0 {
+		var n int
+		switch rng.Intn(4) {
+		case 0:
+			n = 1 + rng.Intn(64)
+		case 1:
+			n = 1 + rng.Intn(4096)
+		case 2:
+			n = 1 + rng.Intn(64<<10)
+		default:
+			n = 1 + rng.Intn(1<<20)
+		}
+		n = min(n, len(data))
+		blocking := rng.Intn(2) == 0
+		piece := data[:n]
+		for len(piece) > 0 {
+			k, err := c.Send([][]byte{piece}, time.Now())
+			if c.NeedsBackground() { // as the engine does after every send
+				go c.Background(time.Minute)
+			}
+			if err == ErrWouldBlock {
+				if err := wait(t, c, EvOut, until); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			piece = piece[k:]
+			data = data[k:]
+			if !blocking {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// closeBoth closes both ends as the engine does: a connection that cannot
+// finish at once lingers on a duplicate of its socket.
+func closeBoth(t *testing.T, cs ...*Conn) {
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		if !c.Close(time.Now()) {
+			d := mustDupT(t, c.Fd())
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.Linger(d, time.Now().Add(10*time.Second))
+			}()
+		}
+	}
+	wg.Wait()
+}
+
+func mustDupT(t testing.TB, fd int) int {
+	d, err := unix.Dup(fd)
+	require.NoError(t, err)
+	return d
+}
+
+// TestFlowControlNegotiation: both ends use a mode only when both asked
+// for it; otherwise, and with a peer that asks for nothing, credit.
+func TestFlowControlNegotiation(t *testing.T) {
+	for _, tc := range []struct {
+		passive, active, want FlowControl
+	}{
+		{FlowRDMA, FlowRDMA, FlowRDMA},
+		{FlowNIC, FlowNIC, FlowNIC},
+		{FlowTransport, FlowTransport, FlowTransport},
+		{FlowTransport, FlowRDMA, FlowCredit},
+		{FlowNIC, FlowCredit, FlowCredit},
+		{FlowCredit, FlowTransport, FlowCredit},
+	} {
+		t.Run(fmt.Sprintf("%v-%v", tc.passive, tc.active), func(t *testing.T) {
+			pc, ac := DefaultConfig(), DefaultConfig()
+			pc.FlowControl, ac.FlowControl = tc.passive, tc.active
+			a, p := connPairCfg(t, ac, pc)
+			oneWay(t, p, a, 300<<10)
+			require.Equal(t, tc.want.String(), a.Stats().FlowControl)
+			require.Equal(t, tc.want.String(), p.Stats().FlowControl)
+			closeBoth(t, a, p)
+		})
+	}
+}
+
+// TestOlderPeerHelloMeansCredit: a Hello whose byte 14 is 0, as peers
+// without flow-control modes send, gets credit from a side that wants
+// transport.
+func TestOlderPeerHelloMeansCredit(t *testing.T) {
+	h := Hello{Bufs: 16, IPVersion: 4, DesRemRcvSz: 65536, LocalRcvSz: 65536, FlowControl: FlowTransport}
+	b := AppendHello(nil, &h)
+	b[BSDHLen+14] = 0
+	got, err := ParseHello(b)
+	require.NoError(t, err)
+	require.Equal(t, FlowCredit, got.FlowControl)
+	ha := AppendHelloAck(nil, &HelloAck{Bufs: 16, IPVersion: 4, ActRcvSz: 65536, FlowControl: FlowRDMA, RingSTag: 0x1234, RingSize: 1 << 20})
+	gotAck, err := ParseHelloAck(ha)
+	require.NoError(t, err)
+	require.Equal(t, FlowRDMA, gotAck.FlowControl)
+	require.EqualValues(t, 0x1234, gotAck.RingSTag)
+	require.EqualValues(t, 1<<20, gotAck.RingSize)
+	_, err = ParseHelloAck(ha[:HelloAckLen]) // rdma without its ring
+	require.Error(t, err)
+}
+
+// connPairCfg is connPair with a configuration per side.
+func connPairCfg(t testing.TB, active, passive Config) (*Conn, *Conn) {
+	t.Helper()
+	cfd, afd := tcpPair(t)
+	passive.Sanitize()
+	h := &Hello{Bufs: uint16(passive.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+		DesRemRcvSz: uint32(passive.BufSize), LocalRcvSz: uint32(passive.BufSize), LocalPort: 80, FlowControl: passive.FlowControl}
+	req := AppendRequest(nil, passive, h)
+	_, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	p, err := NewPassive(afd, passive, req)
+	require.NoError(t, err)
+	a := NewActive(cfd, active, time.Now())
+	closeAtCleanup(t, a, p)
+	return a, p
+}
+
+// oneWay sends n bytes from s to r and checks them.
+func oneWay(t *testing.T, s, r *Conn, n int) {
+	data := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(data)
+	until := time.Now().Add(20 * time.Second)
+	done := make(chan error, 1)
+	go func() { done <- sendMixed(t, s, data, rand.New(rand.NewSource(5)), until) }()
+	got := make([]byte, 0, n)
+	buf := make([]byte, 64<<10)
+	for len(got) < n {
+		k, err := r.Recv([][]byte{buf}, 0, time.Now())
+		if err == ErrWouldBlock {
+			require.NoError(t, wait(t, r, EvIn, until))
+			continue
+		}
+		require.NoError(t, err)
+		require.NotZero(t, k, "end of stream after %d bytes", len(got))
+		got = append(got, buf[:k]...)
+	}
+	require.NoError(t, <-done)
+	require.True(t, bytes.Equal(data, got))
+}
