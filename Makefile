@@ -46,13 +46,18 @@ check:
 gotest: all
 	$(GO) test -race -count=1 ./...
 
+# sdpcore's mode matrix (flow control x buffering x progress x markers x CRC) with 64 MiB each
+# way per combination, without the race detector; gotest runs it with 1 MiB under -race.
+matrix:
+	$(GO) test -count=1 -timeout 30m -run 'TestModesMatrix' ./sdpcore -args -sdp.matrix-bytes=67108864
+
 wirecheck: all
 	bash scripts/wirecheck.sh
 
 fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
-test: deps all check gotest wirecheck fuzz
+test: deps all check gotest matrix wirecheck fuzz
 
 bench: all
 	bash scripts/install-bench-deps.sh
