@@ -133,8 +133,10 @@ func FuzzMPANegotiation(f *testing.F) {
 			t.Fatalf("accepted %d octets that parse as %v %d %v", nWhole, fr, n, err)
 		}
 		r, ok := whole.Result()
+		// The IRD/ORD block of an S frame is never the ULP's, whatever
+		// revision the exchange settles on.
 		ulpPD := fr.PrivateData
-		if r.Enhanced {
+		if fr.Enhanced {
 			ulpPD = ulpPD[MPAv2ParamsLen:]
 		}
 		if !ok || r.CRC != (fr.CRC || cfg.CRC) || r.TxMarkers != fr.Markers || r.RxMarkers != cfg.Markers ||
