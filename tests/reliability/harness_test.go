@@ -378,3 +378,5 @@ func logDir(t *testing.T) string {
 	})
 	return dir
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
