@@ -41,6 +41,8 @@ declare -A need=(
 	[mpiexec.mpich]=mpich
 	[NPmpich2]=netpipe-mpich2
 	[strace]=strace
+	# the reliability tests: packet loss inside the test's network namespaces
+	[/usr/sbin/nft]=nftables
 )
 
 missing=()
