@@ -17,8 +17,9 @@
 # Then iwarp/internal/allops, which carries every RDMAP opcode libsdp implements (Send, Send
 # with SE, Send with Invalidate, Send with SE and Invalidate, RDMA Write, Read Request, Read
 # Response, Terminate, Immediate Data with and without SE) over one loopback connection, is
-# captured twice, with markers and CRC on and with both off, and must pass the same checks
-# and show every one of those opcodes.
+# captured three times, with markers and CRC on, with both off, and with markers and CRC on
+# after an MPA revision 2 (RFC 6581) exchange whose ready-to-receive message is a zero-length
+# RDMA Write, and must pass the same checks and show every one of those opcodes.
 # Environment: WIRECHECK_SIZE (bytes, default 2 MiB), WIRECHECK_KEEP=1 keeps the captures.
 # With --pcap FILE --sdp-port PORT it only checks an existing capture.
 set -euo pipefail
@@ -315,9 +316,10 @@ run_case crc-nomarkers SDP_MARKERS=0
 run_case nomarkers-nocrc SDP_MARKERS=0 SDP_CRC=0
 run_allops allops-markers-crc -markers=true -crc=true
 run_allops allops-plain -markers=false -crc=false
+run_allops allops-rev2-rtr -markers=true -crc=true -rev=2
 
 if ((failures > 0)); then
-	info "FAILED: $failures of 5 configurations did not decode cleanly"
+	info "FAILED: $failures of 6 configurations did not decode cleanly"
 	exit 1
 fi
 info "PASSED: Wireshark decodes libsdp's MPA/DDP/RDMAP traffic cleanly"

@@ -38,14 +38,15 @@ func main() {
 	markers := flag.Bool("markers", true, "ask for MPA markers in both directions")
 	crc := flag.Bool("crc", true, "ask for the MPA CRC")
 	emss := flag.Int("mss", 1448, "segment size the FPDUs are cut for (0: the socket's TCP_MAXSEG)")
+	rev := flag.Int("rev", 1, "MPA revision; 2 adds the RFC 6581 IRD/ORD block and a zero-length RDMA Write as ready-to-receive message")
 	flag.Parse()
-	if err := run(*port, *markers, *crc, *emss); err != nil {
+	if err := run(*port, *markers, *crc, *emss, uint8(*rev)); err != nil {
 		fmt.Fprintln(os.Stderr, "allops:", err)
 		os.Exit(1)
 	}
 }
 
-func run(port int, markers, crc bool, emss int) error {
+func run(port int, markers, crc bool, emss int, rev uint8) error {
 	afd, cfd, err := connect(port)
 	if err != nil {
 		return err
@@ -57,11 +58,17 @@ func run(port int, markers, crc bool, emss int) error {
 	c := &peer{name: "connecting side", qp: iwarp.NewQP(cfd)}
 
 	// MPA: the accepting side is the initiator.
-	ini, err := iwarp.NewMPAInitiator(iwarp.MPAConfig{Markers: markers, CRC: crc, PrivateData: []byte("libsdp allops")})
+	icfg := iwarp.MPAConfig{Markers: markers, CRC: crc, Rev: rev, PrivateData: []byte("libsdp allops")}
+	rcfg := iwarp.MPAConfig{Markers: markers, CRC: crc, Rev: rev}
+	if rev >= 2 {
+		icfg.PeerToPeer, icfg.RTR = true, iwarp.RTRWrite|iwarp.RTRRead
+		rcfg.PeerToPeer, rcfg.RTR = true, iwarp.RTRWrite
+	}
+	ini, err := iwarp.NewMPAInitiator(icfg)
 	if err != nil {
 		return err
 	}
-	res, err := iwarp.NewMPAResponder(iwarp.MPAConfig{Markers: markers, CRC: crc})
+	res, err := iwarp.NewMPAResponder(rcfg)
 	if err != nil {
 		return err
 	}
@@ -100,6 +107,18 @@ func run(port int, markers, crc bool, emss int) error {
 	}
 	a.qp.StartFullOperation(ir.TxMarkers, ir.RxMarkers, ir.CRC, 0, emss)
 	c.qp.StartFullOperation(rr.TxMarkers, rr.RxMarkers, rr.CRC, 0, emss)
+	if ir.Enhanced {
+		a.qp.SetReadLimits(ir.IRD, ir.ORD)
+		c.qp.SetReadLimits(rr.IRD, rr.ORD)
+	}
+	if ir.RTR != 0 {
+		// The initiator's first FPDU is the RTR; the responder sends
+		// nothing before it has arrived (the first step only answers).
+		c.qp.ExpectRTR(rr.RTR)
+		if err := a.qp.PostRTR(ir.RTR); err != nil {
+			return err
+		}
+	}
 
 	steps := []func() error{
 		func() error { return sends(a, c, deadline) },
@@ -115,8 +134,11 @@ func run(port int, markers, crc bool, emss int) error {
 			return err
 		}
 	}
-	fmt.Printf("allops: every opcode carried (markers %t, CRC %t); %d FPDUs, %d markers sent by the accepting side, %d FPDUs by the connecting side\n",
-		ir.TxMarkers, ir.CRC, a.qp.TxStats().FPDUs, a.qp.TxStats().Markers, c.qp.TxStats().FPDUs)
+	if c.qp.RTRPending() {
+		return errors.New("connecting side: the RTR never arrived")
+	}
+	fmt.Printf("allops: every opcode carried (MPA revision %d, RTR %v, markers %t, CRC %t); %d FPDUs, %d markers sent by the accepting side, %d FPDUs by the connecting side\n",
+		ir.Rev, ir.RTR, ir.TxMarkers, ir.CRC, a.qp.TxStats().FPDUs, a.qp.TxStats().Markers, c.qp.TxStats().FPDUs)
 	return nil
 }
 
