@@ -276,3 +276,128 @@ func oneWay(t *testing.T, s, r *Conn, n int) {
 	require.NoError(t, <-done)
 	require.True(t, bytes.Equal(data, got))
 }
+
+// TestTransportAppendsToQueuedMessage: with transport flow control, small
+// sends that find the previous message still queued (the socket is full)
+// join it instead of becoming messages of their own (seed 000 §4.2).
+func TestTransportAppendsToQueuedMessage(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.FlowControl = FlowTransport
+	a, p := connPair(t, cfg)
+	oneWay(t, p, a, 1)
+	var sent []byte
+	big := bytes.Repeat([]byte{7}, 16<<10)
+	for i := 0; i < 10000 && p.Unsent() == 0; i++ { // fill the kernel until bytes queue here
+		n, err := p.Send([][]byte{big}, time.Now())
+		require.NoError(t, err)
+		sent = append(sent, big[:n]...)
+	}
+	require.NotZero(t, p.Unsent(), "the socket filled up")
+	msgs := p.Stats().MsgsTx
+	for i := 0; i < 100; i++ {
+		small := []byte(fmt.Sprintf("small send %03d;", i))
+		n, err := p.Send([][]byte{small}, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, len(small), n)
+		sent = append(sent, small...)
+	}
+	st := p.Stats()
+	require.GreaterOrEqual(t, st.CoalescedSends, uint64(90), "small sends appended to the queued message")
+	require.LessOrEqual(t, st.MsgsTx-msgs, uint64(10), "100 small sends became few messages")
+	until := time.Now().Add(20 * time.Second)
+	go func() {
+		for p.Unsent() > 0 && time.Now().Before(until) {
+			_ = wait(t, p, EvOut, until)
+		}
+	}()
+	got := readFor(t, a, len(sent), until)
+	require.True(t, bytes.Equal(sent, got))
+}
+
+// TestSendMoreCorks: bytes sent with SendMore wait for the next send
+// without it and go out in one message with it; a cork nobody ends goes
+// out after corkMax.
+func TestSendMoreCorks(t *testing.T) {
+	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			before := a.Stats().MsgsRx
+			var want []byte
+			for i := 0; i < 10; i++ {
+				b := []byte(fmt.Sprintf("part %d;", i))
+				n, err := p.SendFlags([][]byte{b}, SendMore, time.Now())
+				require.NoError(t, err)
+				require.Equal(t, len(b), n)
+				want = append(want, b...)
+			}
+			require.Zero(t, a.Queued(), "nothing leaves while corked")
+			n, err := p.Send([][]byte{[]byte("end")}, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 3, n)
+			want = append(want, "end"...)
+			got := readFor(t, a, len(want), time.Now().Add(10*time.Second))
+			require.Equal(t, string(want), string(got))
+			require.EqualValues(t, 1, a.Stats().MsgsRx-before, "one message carried the corked run")
+			require.NotZero(t, p.Stats().CoalescedSends)
+
+			n, err = p.SendFlags([][]byte{[]byte("lonely")}, SendMore, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 6, n)
+			require.True(t, p.NeedsBackground(), "a cork is background work")
+			go p.Background(time.Minute)
+			got = readFor(t, a, 6, time.Now().Add(10*time.Second))
+			require.Equal(t, "lonely", string(got), "the cork ran out")
+		})
+	}
+}
+
+// TestCloseInEveryMode: half-close delivers everything and then end of
+// stream while the other direction still works; closing with unread data
+// resets the peer.
+func TestCloseInEveryMode(t *testing.T) {
+	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
+		for _, prog := range []Progress{ProgressInline, ProgressAsync} {
+			t.Run(fc.String()+"/"+prog.String(), func(t *testing.T) {
+				cfg := DefaultConfig()
+				cfg.FlowControl, cfg.Progress = fc, prog
+				a, p := connPair(t, cfg)
+				oneWay(t, p, a, 1) // both ends up
+				until := time.Now().Add(20 * time.Second)
+				data := bytes.Repeat([]byte("half-close "), 50000)
+				require.NoError(t, sendMixed(t, p, data, rand.New(rand.NewSource(1)), until))
+				require.NoError(t, p.Shutdown(false, true, time.Now()))
+				if p.NeedsBackground() {
+					go p.Background(time.Minute)
+				}
+				got, err := recvAll(t, a, len(data), rand.New(rand.NewSource(2)), until)
+				require.NoError(t, err, "end of stream after the data")
+				require.True(t, bytes.Equal(data, got))
+				_, err = p.Send([][]byte{[]byte("x")}, time.Now())
+				require.ErrorIs(t, err, unix.EPIPE, "writing after shutdown")
+				oneWay(t, a, p, 100<<10) // the other direction still works
+
+				// A side that closes with data unread resets its peer.
+				a, p = connPair(t, cfg)
+				oneWay(t, p, a, 1)
+				_, err = a.Send([][]byte{[]byte("unread by the peer")}, time.Now())
+				require.NoError(t, err)
+				for i := 0; i < 1000 && p.Queued() == 0; i++ {
+					require.NoError(t, wait(t, p, EvIn, until))
+				}
+				require.NotZero(t, p.Queued())
+				p.Close(time.Now())
+				for {
+					_, err = a.Recv([][]byte{make([]byte, 16)}, 0, time.Now())
+					if err != ErrWouldBlock {
+						break
+					}
+					require.NoError(t, wait(t, a, EvIn, until))
+				}
+				require.ErrorIs(t, err, unix.ECONNRESET)
+			})
+		}
+	}
+}
