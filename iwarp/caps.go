@@ -29,6 +29,14 @@ type Capabilities struct {
 	ImmediateData bool
 	// RemoteInvalidate: Send with Invalidate is honoured.
 	RemoteInvalidate bool
+	// DirectPlacement: tagged payload is read from the socket straight
+	// into its registered region (SetDirectPlacement; direct.go).
+	DirectPlacement bool
+	// MaxMPARevision is the newest MPA revision negotiated (2: RFC 6581
+	// IRD/ORD and ready-to-receive), and RTR the ready-to-receive messages
+	// this QP can send and accept.
+	MaxMPARevision uint8
+	RTR            RTRType
 	// MaxIRD and MaxORD bound RDMA Reads in flight (QP.SetReadLimits).
 	MaxIRD, MaxORD int
 	// MULPDU is the largest ULPDU of one FPDU on this QP (0 before Full
@@ -46,6 +54,9 @@ func (q *QP) Capabilities() Capabilities {
 		AppendToQueued:         true,
 		ImmediateData:          true,
 		RemoteInvalidate:       true,
+		DirectPlacement:        !q.direct.off,
+		MaxMPARevision:         2,
+		RTR:                    RTRSend | RTRWrite | RTRRead,
 		MaxIRD:                 q.ird,
 		MaxORD:                 q.ord,
 		MULPDU:                 q.mulpdu,

@@ -178,6 +178,11 @@ func TestCapabilities(t *testing.T) {
 	require.Equal(t, 1, c.MaxIRD)
 	require.Equal(t, 3, c.MaxORD)
 	require.Equal(t, 1430, c.MULPDU, "RFC 5044 §4.5 with markers at EMSS 1448")
+	require.True(t, c.DirectPlacement)
+	require.Equal(t, uint8(2), c.MaxMPARevision)
+	require.Equal(t, RTRSend|RTRWrite|RTRRead, c.RTR)
+	q.SetDirectPlacement(false)
+	require.False(t, q.Capabilities().DirectPlacement)
 }
 
 // exchange runs a whole negotiation between two configurations in memory.
