@@ -16,7 +16,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all demo test deps check gotest wirecheck fuzz bench clean
+.PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz bench clean
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
@@ -47,7 +47,24 @@ check:
 	bash -n scripts/*.sh
 
 gotest: all
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /tests/reliability)
+
+# tests/reliability alone, as it measures memory and holds 10,000 connections: corruption,
+# hostile peers, faults, limits, engine panics, the 10,000-cycle soak and the shim built with
+# AddressSanitizer and UBSan (build/libsdp-asan.so).
+reliability: all
+	@echo "go test -count=1 -timeout 20m -v ./tests/reliability/ (full output: $(BUILD)/reliability.log)"
+	@$(GO) test -count=1 -timeout 20m -v ./tests/reliability/ >$(BUILD)/reliability.log 2>&1; rc=$$?; \
+	grep -E '^ *(--- |RELIABILITY|PASS|FAIL|ok|panic)|_test.go:[0-9]+: [a-z]' $(BUILD)/reliability.log; \
+	if [ $$rc -ne 0 ]; then tail -n 300 $(BUILD)/reliability.log; fi; exit $$rc
+
+# The C shim under AddressSanitizer and UndefinedBehaviorSanitizer, with C API test programs.
+asan: all
+	$(GO) test -count=1 -run 'TestSanitizedShim' -v ./tests/reliability/
+
+# The long soak: 100,000 cycles, at most 10 minutes.
+soak: all
+	bash scripts/soak.sh
 
 # sdpcore's mode matrix (flow control x buffering x progress x markers x CRC) with 64 MiB each
 # way per combination, without the race detector; gotest runs it with 1 MiB under -race.
@@ -60,7 +77,7 @@ wirecheck: all
 fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
-test: deps all check gotest matrix wirecheck fuzz
+test: deps all check gotest reliability matrix wirecheck fuzz
 
 bench: all
 	bash scripts/install-bench-deps.sh
