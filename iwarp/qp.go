@@ -22,7 +22,9 @@ import (
 // returned), parses its DDP/RDMAP headers and checks untagged sequencing
 // (MSN, MO, Last). The payload of a returned segment aliases the chunk; the
 // caller holds it until it calls Segment.Release, so a chunk is reused only
-// once nothing points into it.
+// once nothing points into it. NextMessage joins untagged segments into
+// whole messages (message.go). The rest of a large tagged FPDU is read
+// straight into its registered region (direct.go).
 //
 // A QP is not safe for concurrent use; its owner serialises calls.
 type QP struct {
