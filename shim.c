@@ -3186,6 +3186,22 @@ EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	return 0;
 }
 
+/* closefrom: glibc's makes the close_range system call itself, past the hook
+ * above, and would close the log and the engine's descriptors (ssh and sshd
+ * call it at start). */
+EXPORT void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	if (close_range((unsigned int)lowfd, ~0U, 0) == 0)
+		return;
+	long max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > FD_MAX)
+		max = FD_MAX;
+	for (int fd = lowfd; fd < max; fd++)
+		close(fd);
+}
+
 /* ---- hooks: exec ------------------------------------------------------------
  *
  * execve replaces the process image and with it the descriptor table, but

@@ -9,9 +9,18 @@
 #   NAME_MIXED=server|client
 #   NAME_SDPSTAT=PROG     (optional) the server program sdpstat must show with SDP sockets
 #                         while the workload runs, in the sdp mode
+#   NAME_TCP_RULE=RULE    (optional) for a server that cannot run over SDP: the libsdp.conf
+#                         rule its sdp mode runs with (both ends then must use TCP); the
+#                         case also adds "program|reason" to UNSUPPORTED
 # Inside NAME_run: "${SRV[@]}" and "${CLI[@]}" are the environment of each end (give them to
 # env), $D is a fresh directory for the run, fail MSG records a failed check, RATE and
 # RATE_UNIT give the throughput or rate, and bg / stop_bg start and stop server processes.
+
+# case_var CASE NAME DEFAULT prints CASE_NAME, or DEFAULT when it is unset or empty.
+case_var() {
+	local v="${1}_$2"
+	printf '%s\n' "${!v:-$3}"
+}
 
 # ---- processes ------------------------------------------------------------
 
@@ -79,9 +88,10 @@ app_port() {
 	free_port
 }
 
-# listen_ports P prints P and, when the server end is preloaded, its SDP port.
+# listen_ports P prints P and, when the server end is preloaded (and no rule keeps it on
+# TCP), its SDP port.
 listen_ports() {
-	if [[ $MODE == sdp || ($MODE == mixed && $MIXED == server) ]]; then
+	if [[ ($MODE == sdp && -z $SDP_TCP_RULE) || ($MODE == mixed && $MIXED == server) ]]; then
 		echo "$1 $(sdp_port "$1")"
 	else
 		echo "$1"
@@ -188,7 +198,15 @@ check_transport() {
 	local csdp ctcp ssdp stcp
 	csdp=$(stats_sum cli sdp_conns) ctcp=$(stats_sum cli tcp_conns)
 	ssdp=$(stats_sum srv sdp_conns) stcp=$(stats_sum srv tcp_conns)
-	case $MODE in
+	local mode=$MODE
+	[[ $MODE == sdp && -n $SDP_TCP_RULE ]] && mode=sdp-rule
+	case $mode in
+	sdp-rule)
+		# the server's rule keeps the case on TCP with both ends preloaded
+		((ctcp >= 1 && csdp == 0)) || fail "client: wanted TCP only (sdp_conns=$csdp tcp_conns=$ctcp)"
+		((stcp >= 1 && ssdp == 0)) || fail "server: wanted TCP by rule (sdp_conns=$ssdp tcp_conns=$stcp)"
+		SEEN="tcp (client: $(reasons cli); server: $(reasons srv))"
+		;;
 	sdp)
 		((csdp >= 1)) || fail "client: no connection over SDP (sdp_conns=$csdp, $(stats_procs cli) exit lines)"
 		((ctcp == 0)) || fail "client: $ctcp connection(s) fell back to TCP ($(reasons cli))"
@@ -215,7 +233,7 @@ check_transport() {
 run_mode() {
 	local c=$1
 	MODE=$2
-	MIXED=$(eval "echo \${${c}_MIXED:-server}")
+	MIXED=$(case_var "$c" MIXED "server")
 	D=$WORK/$c-$MODE
 	LOGD=$D/log
 	mkdir -p "$LOGD"
@@ -233,7 +251,15 @@ run_mode() {
 	printf '  %-10s %-6s ' "$c" "$MODE"
 	echo
 	local statprog statnote=
-	statprog=$(eval "echo \${${c}_SDPSTAT:-}")
+	statprog=$(case_var "$c" SDPSTAT "")
+	SDP_TCP_RULE=$(case_var "$c" TCP_RULE "")
+	if [[ $MODE == sdp && -n $SDP_TCP_RULE ]]; then
+		# The case cannot run over SDP: a libsdp.conf rule keeps its server on TCP, and the
+		# run shows that both ends preloaded still work.
+		echo "$SDP_TCP_RULE" >"$D/libsdp.conf"
+		SRV+=("SDP_CONFIG_FILE=$D/libsdp.conf")
+		statprog=
+	fi
 	if [[ $MODE == sdp && -n $statprog ]]; then
 		sdpstat_watch
 	fi

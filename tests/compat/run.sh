@@ -90,9 +90,9 @@ table() {
 		lower=0
 		[[ $unit == *µs* || $unit == *" s"* ]] && lower=1
 		printf '| %s | %s | %s | %s (%s) | %s / %s | %s | %s | %s |\n' \
-			"$(eval "echo \${${c}_LABEL:-$c}")" "${VERSIONS[$c]}" \
+			"$(case_var "$c" LABEL "$c")" "${VERSIONS[$c]}" \
 			"${RESULT[$c.sdp]:-not run}" "${RESULT[$c.mixed]:-not run}" \
-			"$(eval "echo \${${c}_MIXED:-server}")" \
+			"$(case_var "$c" MIXED "server")" \
 			"${SEENS[$c.sdp]:-}" "${SEENS[$c.mixed]:-}" \
 			"${RATES[$c.sdp]:+${RATES[$c.sdp]} $unit}" "${RATES[$c.plain]:+${RATES[$c.plain]} $unit}" \
 			"$(ratio "${RATES[$c.sdp]:-}" "${RATES[$c.plain]:-}" "$lower")"
