@@ -60,6 +60,10 @@ typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+/* sdp_sendv with send flags: SDP_SEND_MORE (MSG_MORE) holds the bytes until a
+ * send without it (at most 200 ms). Optional: the shim may use sdp_sendv. */
+typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+#define SDP_SEND_MORE 1
 /* *edges counts arrivals (data, end of stream, errors, room to send):
  * edge-triggered epoll reports a ready descriptor again only when it moved.
  * Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait

@@ -80,6 +80,24 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
+//export sdp_sendv_flags
+func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return -C.int64_t(unix.EBADF)
+	}
+	var f sdpcore.SendFlags
+	if flags&C.SDP_SEND_MORE != 0 {
+		f |= sdpcore.SendMore
+	}
+	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
+	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
+		go c.Background(coreCfg.Linger)
+	}
+	return C.int64_t(result(int(fd), c, n, err))
+}
+
 //export sdp_recvv
 func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)

@@ -27,7 +27,31 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
+// BenchmarkModes measures one-way throughput of every flow control,
+// buffering and progress mode (markers and CRC on, the defaults) beside
+// plain TCP with the same call sizes, in one run:
+//
+//	go test -run '^$' -bench BenchmarkModes ./sdpcore
+func BenchmarkModes(b *testing.B) {
+	for _, size := range []int{256, 4 << 10, 64 << 10} {
+		for fc := FlowCredit; fc < numFlowControls; fc++ {
+			for _, buf := range []Buffering{BufIntegrated, BufSeparate} {
+				for _, prog := range []Progress{ProgressInline, ProgressAsync} {
+					cfg := DefaultConfig()
+					cfg.FlowControl, cfg.Buffering, cfg.Progress = fc, buf, prog
+					name := fc.String() + "-" + buf.String() + "-" + prog.String() + "/" + sizeName(size)
+					b.Run(name, func(b *testing.B) { benchSDP(b, size, cfg) })
+				}
+			}
+		}
+		b.Run("tcp/"+sizeName(size), func(b *testing.B) { benchTCP(b, size) })
+	}
+}
+
 func sizeName(n int) string {
+	if n < 1<<10 {
+		return itoa(n) + "B"
+	}
 	if n >= 1<<20 {
 		return itoa(n>>20) + "MiB"
 	}
@@ -66,7 +90,23 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 			}
 			got += n
 		}
-		done <- nil
+		// As in the seeds' bandwidth test, the receiver answers with one
+		// byte once it has everything; the sender waits for it.
+		for {
+			n, err := a.Send([][]byte{{1}}, time.Now())
+			if err == ErrWouldBlock {
+				if err := wait(t, a, EvOut, until); err != nil {
+					done <- err
+					return
+				}
+				continue
+			}
+			if err == nil && n != 1 {
+				continue
+			}
+			done <- err
+			return
+		}
 	}()
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
@@ -89,10 +129,28 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 			off += n
 		}
 	}
+	for ack := make([]byte, 1); ; {
+		n, err := p.Recv([][]byte{ack}, 0, time.Now())
+		if err == ErrWouldBlock {
+			if err := wait(t, p, EvIn, until); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		if err != nil || n != 1 {
+			b.Fatal("no answer from the receiver:", err)
+		}
+		break
+	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+	tx, rx := p.Stats(), a.Stats()
+	if tx.PayloadTx > 0 && rx.PayloadRx > 0 {
+		b.ReportMetric(float64(tx.UserCopiesTx)/float64(tx.PayloadTx), "copies/B-tx")
+		b.ReportMetric(float64(rx.UserCopiesRx)/float64(rx.PayloadRx), "copies/B-rx")
+	}
 }
 
 func benchTCP(b *testing.B, size int) {
@@ -111,7 +169,8 @@ func benchTCP(b *testing.B, size int) {
 			}
 			got += n
 		}
-		done <- nil
+		_, err := unix.Write(s, []byte{1})
+		done <- err
 	}()
 	b.SetBytes(int64(size))
 	b.ResetTimer()
@@ -123,6 +182,9 @@ func benchTCP(b *testing.B, size int) {
 			}
 			off += n
 		}
+	}
+	if n, err := unix.Read(c, make([]byte, 1)); err != nil || n != 1 {
+		b.Fatal("no answer from the receiver:", err)
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)

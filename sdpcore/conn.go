@@ -70,6 +70,7 @@ type Stats struct {
 	BCopySends             uint64 // Data messages (credit, transport) or ring writes (rdma, nic) sent
 	CoalescedSends         uint64 // sends merged into data already queued (held, appended, corked)
 	RingAcks               uint64 // rdma/nic: Immediate Data sent only to return ring space
+	DirectPlacedRx         uint64 // rdma/nic: ring bytes iwarp read from the socket straight into the ring
 	FlowControl            string // the mode agreed with the peer
 	Buffering, Progress    string // the local modes
 	Tx                     iwarp.TxStats
@@ -139,11 +140,12 @@ type Conn struct {
 	held         []byte // data coalesced while the peer's ring is full
 	heldOff      int
 	// … and ours, which the peer fills.
-	ring      []byte
-	ringSTag  iwarp.STag
-	ringIn    uint32 // bytes announced by Immediate Data, all time
-	ringFreed uint32 // of them, bytes the application has read
-	ringAdv   uint32 // ringFreed as last told to the peer
+	ring       []byte
+	ringSTag   iwarp.STag
+	ringIn     uint32 // bytes announced by Immediate Data, all time
+	ringFreed  uint32 // of them, bytes the application has read
+	ringAdv    uint32 // ringFreed as last told to the peer
+	directSeen uint64 // the QP's DirectPlaced when last looked at
 
 	lastDataLen int // transport: BSDH Len of the last Data message queued
 	corked      bool

@@ -41,6 +41,10 @@ func (c *Conn) makeRing() error {
 		return fmt.Errorf("sdp: registering the receive ring: %w", err)
 	}
 	c.ringSTag = stag
+	// Integrated buffering lets iwarp read ring data from the socket
+	// straight into the ring; separate buffering keeps iWARP's own receive
+	// buffer in between (stage, then copy), as an RNIC-style stack does.
+	c.qp.SetDirectPlacement(c.cfg.Buffering == BufIntegrated)
 	return nil
 }
 
@@ -111,7 +115,13 @@ func (c *Conn) onRingData(imm []byte) error {
 	c.ringIn += n
 	c.rqBytes += int(n)
 	c.stats.PayloadRx += uint64(n)
-	c.stats.UserCopiesRx += uint64(n) // iwarp placed it from its receive chunk into the ring
+	// iwarp placed it into the ring either straight from the socket or by
+	// a copy from its receive chunk: only the second is a user-space copy.
+	placed := c.qp.DirectPlaced()
+	direct := min(uint64(n), placed-c.directSeen)
+	c.directSeen = placed
+	c.stats.DirectPlacedRx += direct
+	c.stats.UserCopiesRx += uint64(n) - direct
 	c.edges++
 	return nil
 }
