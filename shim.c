@@ -1357,6 +1357,16 @@ static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct
 	return real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
 }
 
+/* fallback_sent finishes a send that the engine took in part before it fell
+ * back: it has let go of the descriptor and holds those bytes as early data,
+ * so the connection moves to TCP now (which sends them first) and the send
+ * reports them. */
+static ssize_t fallback_sent(int fd, struct fdent *e, int rc, size_t done)
+{
+	fallback(fd, e, reason_of(rc));
+	return (ssize_t)done;
+}
+
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (attach(fd, e) < 0)
@@ -1383,7 +1393,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 		}
 		if (n <= -SDP_FALLBACK) {
 			if (done)
-				return done;
+				return fallback_sent(fd, e, (int)n, done);
 			return after_fallback_send(fd, e, (int)n, iov, cnt, flags);
 		}
 		if (n == -EAGAIN) {
@@ -1407,7 +1417,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 			}
 			if (w <= -SDP_FALLBACK) {
 				if (done)
-					return done;
+					return fallback_sent(fd, e, w, done);
 				return after_fallback_send(fd, e, w, iov, cnt, flags);
 			}
 			continue;
