@@ -226,3 +226,28 @@ func TestPacketLoss(t *testing.T) {
 	assert.Positive(t, dropped, "packets were dropped")
 	t.Logf("packet loss: %d packets dropped entering the server's namespace", dropped)
 }
+
+// TestLateMPARequest delays the server's MPA Request beyond SDP_CONNECT_TIMEOUT (2 s) while the
+// client has already queued data: the client falls back to TCP (reason timeout) and every octet
+// must still arrive, once. Packet loss on a real network produces the same timing.
+func TestLateMPARequest(t *testing.T) {
+	dir := logDir(t)
+	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	p := srv.port(t)
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), delayRequest, 1, 2, 5)
+	off := ((rl.port()-p)%64512 + 64512) % 64512
+	cli := start(t, "send", sdpEnv(dir, "client", "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
+		"send", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(1<<20), "2", "21")
+	require.True(t, cli.wait(time.Minute), "the sender finished")
+	for _, s := range cli.matching(sentRe) {
+		assert.Contains(t, s, " ok ", "sender")
+	}
+	// The server also sees the SDP connections the client gave up on, empty.
+	oks := srv.waitLines(regexp.MustCompile(`^DONE ok `), 2, 10*time.Second)
+	assert.Len(t, oks, 2, "both streams arrived whole over TCP")
+	assert.Empty(t, srv.matching(regexp.MustCompile(`^DONE (corrupt|err)`)))
+	log := logText(t, dir, "client")
+	assert.Contains(t, log, "transport=tcp reason=timeout", "the client fell back on the timeout")
+	assert.Equal(t, 2, strings.Count(log, "transport=tcp reason="), "both connections over TCP (the second from the cache)")
+}

@@ -25,10 +25,11 @@ const (
 	damageMarker               // the FPDUPTR of a marker
 	damageCRC                  // an octet of an FPDU's CRC
 	damageReset                // no damage: both ends get a TCP reset
+	delayRequest               // no damage: the MPA Request reaches the client 3 s late
 )
 
 func (d damage) String() string {
-	return [...]string{"bit", "length", "marker", "crc", "reset"}[d]
+	return [...]string{"bit", "length", "marker", "crc", "reset", "delay"}[d]
 }
 
 const markerSpacing = 512
@@ -112,9 +113,13 @@ func (r *relay) serve() {
 		r.mu.Unlock()
 		flags := make(chan byte, 1)
 		r.wg.Add(2)
+		delay := time.Duration(0)
+		if r.kind == delayRequest {
+			delay = 3 * time.Second
+		}
 		go func() {
 			defer r.wg.Done()
-			requestFlags(s, c, flags)
+			requestFlags(s, c, flags, delay)
 		}()
 		go func() {
 			defer r.wg.Done()
@@ -125,13 +130,14 @@ func (r *relay) serve() {
 
 // requestFlags forwards the server's stream to the client, reporting the flags of its MPA
 // Request (the first 20 octets) on flags.
-func requestFlags(s, c net.Conn, flags chan<- byte) {
+func requestFlags(s, c net.Conn, flags chan<- byte, delay time.Duration) {
 	defer c.(*net.TCPConn).CloseWrite()
 	hdr := make([]byte, 20)
 	if _, err := io.ReadFull(s, hdr); err != nil {
 		close(flags)
 		return
 	}
+	time.Sleep(delay) // a slow network, as seen by the client (zero: none)
 	flags <- hdr[16]
 	if _, err := c.Write(hdr); err != nil {
 		return
