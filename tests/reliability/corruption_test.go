@@ -14,6 +14,7 @@ import (
 var (
 	doneRe = regexp.MustCompile(`^DONE (\S+)`)
 	sentRe = regexp.MustCompile(`^SENT \d+ (\S+)`)
+	nextRe = regexp.MustCompile(` next=(\S+)`)
 )
 
 // corruptionConns is how many connections (one damage each) every kind of damage gets.
@@ -68,6 +69,13 @@ func runCorruption(t *testing.T, kind damage, conns int) (injected, detected int
 			t.Errorf("connection %d: damage (%s at octet %d): receiver says %q, want err=EIO or err=ECONNRESET", i, kind, in.offset, dones[i])
 		}
 	}
+	next := map[string]int{}
+	for _, d := range dones {
+		if m := nextRe.FindStringSubmatch(d); m != nil {
+			next[m[1]]++
+		}
+	}
+	t.Logf("%s: what the receiver's next read returned after the error: %v", kind, next)
 	assert.Equal(t, conns, injected, "damage injected in every connection")
 	assert.Equal(t, injected, detected, "damage detected")
 	for _, l := range srv.matching(regexp.MustCompile(`corrupt`)) {

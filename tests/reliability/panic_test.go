@@ -27,6 +27,12 @@ func TestEnginePanic(t *testing.T) {
 			dones := srv.waitLines(doneRe, conns, 20*time.Second)
 			require.Len(t, dones, conns)
 			assert.Contains(t, dones[0], "DONE err=EIO", "the connection that met the panic gets EIO")
+			// Known defect, reported and not asserted: the engine forgets the connection
+			// when it recovers the panic, so the next call on the still-open descriptor
+			// gets EBADF instead of an end of stream.
+			if m := nextRe.FindStringSubmatch(dones[0]); m != nil {
+				t.Logf("after the panic, the next read returned %s", m[1])
+			}
 			for i, d := range dones[1:] {
 				assert.Contains(t, d, "DONE ok", "connection %d after the panic", i+1)
 			}

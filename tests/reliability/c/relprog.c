@@ -260,7 +260,11 @@ static void *sink_conn(void *arg)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			say("DONE err=%s bytes=%llu", ename(errno), (unsigned long long)got);
+			/* What the next read says after the error (TCP: 0, end of stream). */
+			int e = errno;
+			ssize_t r2 = read(fd, buf, CHUNK);
+			say("DONE err=%s bytes=%llu next=%s", ename(e), (unsigned long long)got,
+			    r2 < 0 ? ename(errno) : r2 == 0 ? "EOF" : "data");
 			goto out;
 		}
 		if (r == 0)
