@@ -12,7 +12,10 @@ import (
 // directly), then the rest. It returns the region, the completions and the
 // fault, if any, and the range [lo, hi) of the region a direct placement
 // last wrote (0, 0 for none) and whether an FPDU was left incomplete.
-func directRun(t *testing.T, wire []byte, cut int, mode framingCase, direct bool) (region []byte, comps []Completion, fault error, lo, hi int, partial bool) {
+//
+// reads lists the Read Requests (size, sink TO) posted first, whose Read
+// Responses the wire may carry.
+func directRun(t *testing.T, wire []byte, cut int, mode framingCase, direct bool, reads [][2]int) (region []byte, comps []Completion, fault error, lo, hi int, partial bool) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +44,11 @@ func directRun(t *testing.T, wire []byte, cut int, mode framingCase, direct bool
 		t.Fatal(err)
 	}
 	q.mem.regions[0].key = 0xA5
+	for _, r := range reads {
+		if _, err := q.PostReadRequest(ReadRequest{SinkSTag: 0x1A5, SinkTO: uint64(r[1]), Size: uint32(r[0]), SrcSTag: 7}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	drain := func() {
 		for fault == nil {
 			seg, err := q.NextSegment()
@@ -88,18 +96,28 @@ func directRun(t *testing.T, wire []byte, cut int, mode framingCase, direct bool
 func FuzzDirectPlacement(f *testing.F) {
 	f.Add(uint16(3000), uint8(0), uint16(30), uint8(0), []byte{})
 	f.Add(uint16(9000), uint8(1), uint16(515), uint8(1), []byte{})
-	f.Add(uint16(9000), uint8(0), uint16(100), uint8(0), []byte{0x10, 0x00, 0x01}) // payload octet
-	f.Add(uint16(9000), uint8(0), uint16(100), uint8(0), []byte{0x04, 0x03, 0x04}) // marker at 1024
-	f.Add(uint16(5000), uint8(2), uint16(24), uint8(0), []byte{0x00, 0x0b, 0xff})  // TO
-	f.Add(uint16(5000), uint8(3), uint16(40), uint8(0), []byte{0x00, 0x07, 0x01})  // STag
-	f.Add(uint16(2100), uint8(0), uint16(600), uint8(2), []byte{0x00, 0x05, 0x01}) // ULPDU_Length
-	f.Add(uint16(9000), uint8(2), uint16(300), uint8(0), []byte{0x23, 0x3c, 0x80}) // CRC
+	f.Add(uint16(9000), uint8(0), uint16(100), uint8(0), []byte{0x10, 0x00, 0x01})   // payload octet
+	f.Add(uint16(9000), uint8(0), uint16(100), uint8(0), []byte{0x04, 0x03, 0x04})   // marker at 1024
+	f.Add(uint16(5000), uint8(2), uint16(24), uint8(0), []byte{0x00, 0x0b, 0xff})    // TO
+	f.Add(uint16(5000), uint8(3), uint16(40), uint8(0), []byte{0x00, 0x07, 0x01})    // STag
+	f.Add(uint16(2100), uint8(0), uint16(600), uint8(2), []byte{0x00, 0x05, 0x01})   // ULPDU_Length
+	f.Add(uint16(9000), uint8(2), uint16(300), uint8(0), []byte{0x23, 0x3c, 0x80})   // CRC
+	f.Add(uint16(7000), uint8(0), uint16(50), uint8(0x80), []byte{})                 // Read Response
+	f.Add(uint16(7000), uint8(1), uint16(50), uint8(0x81), []byte{0x00, 0x0b, 0x04}) // ... at the wrong TO
 	f.Fuzz(func(t *testing.T, n uint16, mode uint8, cut uint16, more uint8, edits []byte) {
 		m := deframerModes[mode%4]
 		size := 2048 + int(n)%20000
 		tx := NewTxFramer(m.markers, m.crc, m.spacing)
 		var h [DDPTaggedHeaderLen]byte
-		EncodeTaggedHeader(h[:], true, RDMAPCtrl(OpRDMAWrite), 0x1A5, 100)
+		// more's top bit makes the first FPDU a Read Response to a Read
+		// Request posted before it arrives.
+		op := OpRDMAWrite
+		var reads [][2]int
+		if more&0x80 != 0 {
+			op = OpReadResponse
+			reads = append(reads, [2]int{size, 100})
+		}
+		EncodeTaggedHeader(h[:], true, RDMAPCtrl(op), 0x1A5, 100)
 		wire := tx.AppendFPDU(nil, h[:], pattern(size, byte(n)))
 		for i := 0; i < int(more%4); i++ {
 			EncodeTaggedHeader(h[:], i%2 == 1, RDMAPCtrl(OpRDMAWrite), 0x1A5, uint64(40000+i*3000))
@@ -112,8 +130,8 @@ func FuzzDirectPlacement(f *testing.F) {
 			edits = edits[3:]
 		}
 		c := min(int(cut), len(wire))
-		r1, c1, e1, lo, hi, partial := directRun(t, wire, c, m, true)
-		r2, c2, e2, _, _, _ := directRun(t, wire, c, m, false)
+		r1, c1, e1, lo, hi, partial := directRun(t, wire, c, m, true, reads)
+		r2, c2, e2, _, _, _ := directRun(t, wire, c, m, false, reads)
 		var x1, x2 *Error
 		if (e1 == nil) != (e2 == nil) || (e1 != nil && (!errors.As(e1, &x1) || !errors.As(e2, &x2) || !errors.Is(x1, x2))) {
 			t.Fatalf("direct: %v; staged: %v", e1, e2)
