@@ -343,6 +343,39 @@ func (q *QP) finishDirect() {
 	x.placed += uint64(len(seg.Payload))
 }
 
+// divertDirect keeps a direct placement into the region of s, which was
+// just invalidated, from writing another octet there: the rest of its
+// payload is received into a scratch buffer, and when the FPDU is complete
+// its placement fails the STag check, as a staged one would.
+func (q *QP) divertDirect(s STag) {
+	x := &q.direct
+	if !x.active || STag(x.seg.STag) != s {
+		return
+	}
+	for i := x.next; i < len(x.pieces)-1; i++ {
+		p := &x.pieces[i]
+		if p.mark != nil || !overlaps(p.b, x.seg.Payload) {
+			continue
+		}
+		scratch := make([]byte, len(p.b))
+		if i == x.next {
+			copy(scratch[:x.done], p.b[:x.done])
+		}
+		p.b = scratch
+	}
+	x.seg.Payload = make([]byte, len(x.seg.Payload))
+}
+
+// overlaps reports whether b lies inside r.
+func overlaps(b, r []byte) bool {
+	if len(b) == 0 || len(r) == 0 {
+		return false
+	}
+	lo, hi := uintptr(unsafe.Pointer(&r[0])), uintptr(unsafe.Pointer(&r[0]))+uintptr(len(r))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= lo && p < hi
+}
+
 // directFault records a fault of the FPDU being placed, with its DDP header
 // for the Terminate.
 func (q *QP) directFault(err error) {

@@ -214,3 +214,51 @@ func TestDirectPlacementOff(t *testing.T) {
 	require.NoError(t, b.err)
 	require.Zero(t, b.qp.DirectPlaced())
 }
+
+// A region invalidated while its FPDU is being placed directly gets no
+// octet after the invalidation; the FPDU then fails the STag check, as a
+// staged one would, and completes nothing.
+func TestDirectPlacementInvalidatedMidway(t *testing.T) {
+	a, b := largePair(t, pairOpts{true, true})
+	b.qp.SetRemoteEvents(true)
+	region := make([]byte, 70000)
+	s, err := b.qp.Register(region, AccessRemoteWrite)
+	require.NoError(t, err)
+	data := pattern(40000, 3)
+	a.qp.PostWrite(s, 0, data)
+	out := append([]byte(nil), a.qp.txbuf[a.qp.txoff:]...)
+	a.qp.txoff = len(a.qp.txbuf)
+	require.NoError(t, a.qp.Flush())
+	parts := [][]byte{out[:100], out[100:20000], out[20000:]}
+	for i, p := range parts {
+		writeAll(t, a.qp.Fd(), p)
+		got := 0
+		deadline := time.Now().Add(testTimeout)
+		for got < len(p) {
+			require.True(t, time.Now().Before(deadline))
+			waitFd(t, b.qp.Fd(), unix.POLLIN, 100)
+			n, err := b.qp.Fill()
+			if err == unix.EAGAIN {
+				continue
+			}
+			require.NoError(t, err)
+			got += n
+		}
+		_, err := b.qp.NextSegment()
+		if i < 2 {
+			require.ErrorIs(t, err, ErrNeedMore)
+		}
+		if i == 1 {
+			require.True(t, b.qp.direct.active, "placing directly")
+			require.True(t, b.qp.Invalidate(s))
+		}
+		if i == 2 {
+			require.ErrorIs(t, err, &Error{Layer: LayerDDP, Type: DDPErrTypeTagged, Code: DDPErrInvalidSTag})
+		}
+	}
+	// The octets that arrived after the invalidation are not in the region.
+	wire0 := 20000 - 4 - 2 - DDPTaggedHeaderLen // payload octets before the third part, less markers
+	require.Equal(t, make([]byte, len(region)-wire0), region[wire0:])
+	require.Empty(t, b.qp.PollCompletions(nil))
+	require.Zero(t, b.qp.DirectPlaced())
+}

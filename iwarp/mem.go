@@ -83,6 +83,9 @@ type MemTable struct {
 	regions []region // index i+1 is regions[i]
 	free    []uint32 // indexes of invalidated slots, oldest first
 	valid   int
+	// invalidated, if set, is told of every invalidation before it
+	// returns (the QP stops a direct placement into that region).
+	invalidated func(STag)
 }
 
 // ErrTooManyRegions reports that the table is full.
@@ -141,6 +144,9 @@ func (t *MemTable) Invalidate(s STag) bool {
 	r.buf = nil
 	t.valid--
 	t.free = append(t.free, s.Index())
+	if t.invalidated != nil {
+		t.invalidated(s)
+	}
 	return true
 }
 

@@ -85,6 +85,7 @@ var ErrClosed = errors.New("iwarp: connection closed by peer")
 func NewQP(fd int) *QP {
 	q := &QP{fd: fd}
 	q.ird, q.ord = DefaultIRD, DefaultORD
+	q.mem.invalidated = q.divertDirect
 	for i := range q.sendMSN {
 		q.sendMSN[i] = 1
 		q.recvMSN[i] = 1
