@@ -293,6 +293,7 @@ func TestHostilePeers(t *testing.T) {
 	}()
 
 	tried, ended := 0, 0
+	perCase := map[string][2]int{} // tried, ended
 	var failures []string
 	for ci, hc := range hostileCases {
 		rng := rand.New(rand.NewPCG(uint64(ci)+11, 7))
@@ -323,9 +324,13 @@ func TestHostilePeers(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				tried++
+				pc := perCase[hc.name]
+				pc[0]++
 				if gone {
 					ended++
+					pc[1]++
 				}
+				perCase[hc.name] = pc
 				// A write the server refused (it already reset the connection) is fine.
 				if mustEnd && !gone && err == nil {
 					failures = append(failures, fmt.Sprintf("%s %d: the server kept the connection open", hc.name, i))
@@ -337,6 +342,9 @@ func TestHostilePeers(t *testing.T) {
 	}
 	close(stop)
 	goodWG.Wait()
+	for _, hc := range hostileCases {
+		t.Logf("%-32s tried %3d, ended by the server %3d", hc.name, perCase[hc.name][0], perCase[hc.name][1])
+	}
 	assert.Empty(t, failures)
 	assert.Empty(t, goodFail, "the good client failed during the attack")
 	assert.Positive(t, goodRounds, "the good client ran during the attack")
