@@ -80,10 +80,13 @@ func TestSoak(t *testing.T) {
 	srvFds := func(pt point) int64 { return int64(pt.srvFds) }
 	cliRSS := func(pt point) int64 { return pt.cliRSS }
 	srvRSS := func(pt point) int64 { return pt.srvRSS }
-	assert.LessOrEqual(t, floor(cliFds), ceil(cliFds), "client descriptors are flat")
-	assert.LessOrEqual(t, floor(srvFds), ceil(srvFds), "server descriptors are flat")
-	assert.LessOrEqual(t, floor(cliRSS), ceil(cliRSS)+2048, "client RSS is flat (KiB)")
-	assert.LessOrEqual(t, floor(srvRSS), ceil(srvRSS)+2048, "server RSS is flat (KiB)")
+	// Slack: a few descriptors of connections still closing, and the Go heap's breathing
+	// (RSS moves by up to 5 MB between points here). A leak of one descriptor or 1 KiB per
+	// cycle moves the floor by 1,000 descriptors or 10 MB over 10,000 cycles.
+	assert.LessOrEqual(t, floor(cliFds), ceil(cliFds)+4, "client descriptors are flat")
+	assert.LessOrEqual(t, floor(srvFds), ceil(srvFds)+4, "server descriptors are flat")
+	assert.LessOrEqual(t, floor(cliRSS), ceil(cliRSS)+8192, "client RSS is flat (KiB)")
+	assert.LessOrEqual(t, floor(srvRSS), ceil(srvRSS)+8192, "server RSS is flat (KiB)")
 	ref, last := pts[1], pts[len(pts)-1]
 	srv.stopGently(30 * time.Second)
 	st := statsOf(t, dir, "client")
