@@ -2151,16 +2151,10 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	return 0;
 }
 
-/* sendfile to an SDP socket reads the file in pieces and sends them; the
- * file offset ends where the sent bytes end, as with the kernel's. */
-static ssize_t sendfile_sdp(int out, struct fdent *e, int in, off_t *off, size_t count)
+/* sendfile to an SDP socket reads the file in pieces through buf and sends
+ * them; the file offset ends where the sent bytes end, as with the kernel's. */
+static ssize_t sendfile_copy(int out, struct fdent *e, int in, off_t *off, size_t count, char *buf, size_t bsz)
 {
-	static __thread char *buf;
-	const size_t bsz = 256 << 10;
-	if (!buf && !(buf = malloc(bsz))) {
-		errno = ENOMEM;
-		return -1;
-	}
 	size_t done = 0;
 	off_t pos = off ? *off : 0;
 	while (done < count) {
@@ -2188,6 +2182,23 @@ static ssize_t sendfile_sdp(int out, struct fdent *e, int in, off_t *off, size_t
 	if (off)
 		*off = pos + done;
 	return done;
+}
+
+/* The buffer is the call's: one kept per thread was lost when the thread
+ * exited (256 KiB each). */
+static ssize_t sendfile_sdp(int out, struct fdent *e, int in, off_t *off, size_t count)
+{
+	const size_t bsz = 256 << 10;
+	char *buf = malloc(bsz);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ssize_t r = sendfile_copy(out, e, in, off, count, buf, bsz);
+	int err = errno;
+	free(buf);
+	errno = err;
+	return r;
 }
 
 EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
