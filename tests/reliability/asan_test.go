@@ -47,18 +47,8 @@ func asanEnv(t *testing.T, dir, name, so string, extra ...string) []string {
 		// signal handlers after the sanitizer's, so the sanitizer must leave SIGSEGV to Go.
 		"ASAN_OPTIONS=detect_leaks=1:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:allow_user_segv_handler=1:abort_on_error=0:exitcode=86",
 		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=87",
-		"LSAN_OPTIONS=exitcode=88:suppressions="+lsanSuppressions(t, dir))
+		"LSAN_OPTIONS=exitcode=88")
 	return append(env, extra...)
-}
-
-// lsanSuppressions writes the leak suppressions into dir. Known leak, not yet fixed in shim.c:
-// sendfile_sdp keeps a 256 KiB buffer per thread in a __thread pointer that nothing frees, so
-// each thread that used sendfile() on an SDP socket leaks it when it exits.
-func lsanSuppressions(t *testing.T, dir string) string {
-	t.Helper()
-	f := filepath.Join(dir, "lsan.supp")
-	require.NoError(t, os.WriteFile(f, []byte("leak:sendfile_sdp\n"), 0o644))
-	return f
 }
 
 func TestSanitizedShim(t *testing.T) {
