@@ -8,7 +8,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -435,4 +437,166 @@ func TestHalfOpen(t *testing.T) {
 	// (about 70-90 KiB here); the bound catches a runaway, the figure is reported.
 	assert.Less(t, rss1-rss0, int64((silent+stalled)*200), "server memory with the half-open connections held (KiB)")
 	require.False(t, srv.exited())
+}
+
+// replyRing answers the MPA Request with a Reply that wants no markers (so that the server's
+// FPDUs are plain to read) and a HelloAck choosing the rdma flow-control mode with a ring of
+// our own, then reads the server's first FPDU, its ChRcvBuf: the size and STag of the ring the
+// server registered for our RDMA Writes.
+func (p *hostilePeer) replyRing() (size, stag uint32, err error) {
+	if _, err = p.c.Write(mpaReply(false, true, helloAckRing(16, 65536, 0x4d3c2b00, 1<<20))); err != nil {
+		return 0, 0, err
+	}
+	p.tx = &framer{markers: p.markers, crc: true}
+	_ = p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var l [2]byte
+	if _, err = io.ReadFull(p.c, l[:]); err != nil {
+		return 0, 0, fmt.Errorf("reading the server's first FPDU: %w", err)
+	}
+	ulen := int(binary.BigEndian.Uint16(l[:]))
+	rest := make([]byte, ulen+(4-(2+ulen)%4)%4+crcLen)
+	if _, err = io.ReadFull(p.c, rest); err != nil {
+		return 0, 0, fmt.Errorf("reading the server's first FPDU: %w", err)
+	}
+	if ulen < ddpUntaggedLen+bsdhLen+8 || rest[ddpUntaggedLen] != midChRcvBuf {
+		return 0, 0, fmt.Errorf("the server's first FPDU is not a ChRcvBuf (%d octets, MID %#x)", ulen, rest[min(ddpUntaggedLen, len(rest)-1)])
+	}
+	b := rest[ddpUntaggedLen+bsdhLen:]
+	return binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:]), nil
+}
+
+// ringWrite is an RDMA Write of n octets at offset to into the STag.
+func ringWrite(stag uint32, to uint64, n int, fill byte) []byte {
+	u := tagged(true, opRDMAWrite, stag, to)
+	for range n {
+		u = append(u, fill)
+	}
+	return u
+}
+
+func immData(n, ack uint32) (d [8]byte) {
+	binary.BigEndian.PutUint32(d[:], n)
+	binary.BigEndian.PutUint32(d[4:], ack)
+	return d
+}
+
+// TestHostileRing attacks a preloaded echo server that uses the rdma flow-control mode, where
+// the engine registers a receive ring for the peer's RDMA Writes and names it by STag: writes
+// out of its bounds, with a wrong key, with an STag from an earlier connection, an RDMA Read
+// of the write-only ring, and Immediate Data claiming more than was written. Each must end its
+// connection; a preloaded client is served meanwhile; the server's memory stays bounded.
+func TestHostileRing(t *testing.T) {
+	dir := logDir(t)
+	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_FLOW_CONTROL=rdma"), relprog, "echo")
+	p := srv.port(t)
+	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
+	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+
+	// A well-formed ring exchange is served: the echo comes back into our ring.
+	hp, err := dialHostile(sdpAddr)
+	require.NoError(t, err)
+	size, stag, err := hp.replyRing()
+	require.NoError(t, err)
+	t.Logf("the server's ring: %d octets, STag %#x", size, stag)
+	msg := []byte("a ring write from a peer without libsdp")
+	hp.queue(append(tagged(true, opRDMAWrite, stag, 0), msg...))
+	hp.queue(immediate(1, immData(uint32(len(msg)), 0)))
+	require.NoError(t, hp.flush())
+	require.True(t, hp.echoed(msg, 10*time.Second), "the server echoes a well-formed ring write")
+	hp.c.Close()
+	staleSTag := stag
+
+	warm := start(t, "warm", sdpEnv(dir, "client", "SDP_FLOW_CONTROL=rdma"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "20")
+	require.True(t, warm.wait(60*time.Second))
+	require.NoError(t, warm.err, warm.output())
+	rss0 := rssKiB(t, srv.pid())
+
+	type ringCase struct {
+		name string
+		make func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) // ULPDUs; false: skip
+	}
+	cases := []ringCase{
+		{"write-past-the-end", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag, uint64(size)-uint64(rng.IntN(64)), 256+rng.IntN(1024), 0xa5)}, true
+		}},
+		{"write-beyond-the-ring", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag, uint64(size)+uint64(rng.IntN(1<<20)), 64, 0xa5)}, true
+		}},
+		{"write-offset-wraps", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag, ^uint64(0)-uint64(rng.IntN(32)), 128, 0xa5)}, true
+		}},
+		{"write-wrong-key", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag^uint32(1+rng.IntN(255)), 0, 64, 0xa5)}, true
+		}},
+		{"write-wrong-index", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag+uint32(1+rng.IntN(1000))<<8, 0, 64, 0xa5)}, true
+		}},
+		{"write-stale-stag", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			if staleSTag == stag {
+				return nil, false // STags are per connection: the old one names this ring too
+			}
+			return [][]byte{ringWrite(staleSTag, 0, 64, 0xa5)}, true
+		}},
+		{"read-of-the-write-only-ring", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			rr := make([]byte, readReqLen)
+			binary.BigEndian.PutUint32(rr[0:4], 0x4d3c2b00)
+			binary.BigEndian.PutUint32(rr[12:16], 4096)
+			binary.BigEndian.PutUint32(rr[16:20], stag)
+			return [][]byte{append(untagged(true, opReadRequest, qnReadReq, 1, 0), rr...)}, true
+		}},
+		{"immediate-claims-more-than-the-ring", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{ringWrite(stag, 0, 100, 0x11), immediate(1, immData(size+uint32(1+rng.IntN(4096)), 0))}, true
+		}},
+		{"immediate-acks-unsent-bytes", func(size, stag uint32, rng *rand.Rand) ([][]byte, bool) {
+			return [][]byte{immediate(1, immData(0, uint32(1+rng.IntN(1<<20))))}, true
+		}},
+	}
+	tried, ended, skipped := 0, 0, 0
+	reasons := map[string]int{}
+	var failures []string
+	for ci, rc := range cases {
+		rng := rand.New(rand.NewPCG(uint64(ci)+101, 3))
+		for i := range 10 {
+			hp, err := dialHostile(sdpAddr)
+			require.NoError(t, err, "%s %d", rc.name, i)
+			size, stag, err := hp.replyRing()
+			require.NoError(t, err, "%s %d", rc.name, i)
+			us, ok := rc.make(size, stag, rng)
+			if !ok {
+				skipped++
+				hp.c.Close()
+				continue
+			}
+			for _, u := range us {
+				hp.queue(u)
+			}
+			werr := hp.flush()
+			tried++
+			if hp.ended(5 * time.Second) {
+				ended++
+			} else if werr == nil {
+				failures = append(failures, fmt.Sprintf("%s %d: the server kept the connection open", rc.name, i))
+			}
+			hp.c.Close()
+			require.False(t, srv.exited(), "the server died during %s: %v\n%s", rc.name, srv.err, srv.output())
+		}
+	}
+	assert.Empty(t, failures)
+	after := start(t, "after", sdpEnv(dir, "client", "SDP_FLOW_CONTROL=rdma"), relprog, "echocli", "127.0.0.1", strconv.Itoa(p), "50")
+	require.True(t, after.wait(60*time.Second))
+	require.NoError(t, after.err, after.output())
+	rss1 := rssKiB(t, srv.pid())
+	srv.stopGently(10 * time.Second)
+	st := statsOf(t, dir, "server")
+	assert.Zero(t, st["panics"], "no engine panic")
+	assert.Less(t, rss1-rss0, int64(64<<10), "server memory growth (KiB)")
+	for _, l := range srv.matching(regexp.MustCompile(`^CLOSED `)) {
+		reasons[l]++
+	}
+	logged := strings.Count(logText(t, dir, "server"), "connection ended")
+	for r, n := range reasons {
+		t.Logf("%3d× %s", n, r)
+	}
+	t.Logf("ring attacks: %d tried, %d ended by the server, %d skipped, %d logged with their reason; server RSS %d -> %d KiB", tried, ended, skipped, logged, rss0, rss1)
+	fmt.Printf("RELIABILITY ring tried=%d ended=%d skipped=%d\n", tried, ended, skipped)
 }

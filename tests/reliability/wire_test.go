@@ -140,3 +140,28 @@ func (f *framer) fpdu(ulpdu []byte) []byte {
 	f.pos += crcLen
 	return out
 }
+
+const (
+	opImmediate = 0x8
+	midChRcvBuf = 0x0B
+	flowRDMA    = 1 // HAH byte 2: 0x80 | code; credit 0, rdma 1, nic 2, transport 3
+)
+
+// helloAckRing is a HelloAck choosing the rdma flow-control mode (a sender-managed receive
+// ring) and naming the sender's ring.
+func helloAckRing(bufs uint16, rcvSz, ringSTag, ringSize uint32) []byte {
+	b := bsdh(midHelloAck, bufs, bsdhLen+16, 0, 0)
+	hah := make([]byte, 16)
+	hah[0] = 0x11
+	hah[1] = 4 << 4
+	hah[2] = 0x80 | flowRDMA
+	binary.BigEndian.PutUint32(hah[4:], rcvSz)
+	binary.BigEndian.PutUint32(hah[8:], ringSTag)
+	binary.BigEndian.PutUint32(hah[12:], ringSize)
+	return append(b, hah...)
+}
+
+// immediate is an RDMA Immediate Data message (RFC 7306) carrying 8 octets.
+func immediate(msn uint32, data [8]byte) []byte {
+	return append(untagged(true, opImmediate, qnSend, msn, 0), data[:]...)
+}
