@@ -11,11 +11,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // this value little-endian (RFC 5044 §4.4, checked against its Fig.5 and
 // Fig.6).
 func CRC32C(b []byte) uint32 {
-	return crc32.Update(0, castagnoli, b)
+	return updateCRC32C(0, b)
 }
 
 // UpdateCRC32C continues crc, the CRC32C of some earlier bytes, over b, so
 // that UpdateCRC32C(CRC32C(a), b) == CRC32C(a||b).
 func UpdateCRC32C(crc uint32, b []byte) uint32 {
-	return crc32.Update(crc, castagnoli, b)
+	return updateCRC32C(crc, b)
 }

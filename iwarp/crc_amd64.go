@@ -1,0 +1,71 @@
+package iwarp
+
+import (
+	"github.com/klauspost/crc32"
+	"golang.org/x/sys/cpu"
+)
+
+// crc32cFold512 is in crc_amd64.s.
+//
+//go:noescape
+func crc32cFold512(crc uint32, p []byte) uint32
+
+// foldAVX512: the CPU and OS support 512-bit carry-less multiplication.
+var foldAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
+
+// foldMin is the shortest input worth the vector setup; below it the
+// crc32 instruction (klauspost/crc32) is as fast.
+const foldMin = 1024
+
+// updateCRC32C continues crc over p: 64-octet blocks by vector folding
+// where the CPU has it, the rest with klauspost/crc32.
+func updateCRC32C(crc uint32, p []byte) uint32 {
+	if foldAVX512 && len(p) >= foldMin {
+		n := len(p) &^ 63
+		crc = ^crc32cFold512(^crc, p[:n])
+		p = p[n:]
+	}
+	return crc32.Update(crc, castagnoli, p)
+}
+
+// crcFolding reports whether updateCRC32C folds with AVX-512.
+func crcFolding() bool { return foldAVX512 }
+
+// encodeFold512 is in crc_amd64.s.
+//
+//go:noescape
+func encodeFold512(crc uint32, out, src *byte, groups, toMarker int, fpduptr uint32, spacing int) uint32
+
+// encodeFoldMin is the shortest rest of a ULPDU handed to encodeFold512.
+const encodeFoldMin = 1024
+
+// encodeFolds reports whether AppendFPDU may copy and checksum in one
+// pass for this spacing (one marker at most per 64-octet block).
+func encodeFolds(spacing int) bool {
+	return foldAVX512 && cpu.X86.HasAVX512VBMI2 && cpu.X86.HasBMI2 && spacing >= 64
+}
+
+// foldRest copies src into the FPDU after the 256 wire octets w has
+// written (w.o is 256), inserting the markers w expects, and returns how many
+// octets of src it took and the CRC (standard form) of out[:w.o] after
+// it. It leaves at least 512 octets of src to the caller, who ends the
+// FPDU with w.put.
+func (w *fpduWriter) foldRest(src []byte) (int, uint32) {
+	groups := (len(src) - 512) / 256
+	toMarker := 1 << 62
+	var ptr uint32
+	if w.next != noMarker {
+		toMarker = w.next - w.o
+		ptr = uint32(w.next - w.hdr)
+	}
+	crc := ^encodeFold512(^uint32(0), &w.out[0], &src[0], groups, toMarker, ptr, w.spacing)
+	end := w.o + 256*groups
+	used := 256 * groups
+	if w.next != noMarker && w.next < end {
+		mk := (end-1-w.next)/w.spacing + 1
+		used -= MarkerLen * mk
+		w.next += mk * w.spacing
+	}
+	w.o = end
+	return used, crc
+}

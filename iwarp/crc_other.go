@@ -1,0 +1,17 @@
+//go:build !amd64
+
+package iwarp
+
+import "github.com/klauspost/crc32"
+
+func updateCRC32C(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+
+func crcFolding() bool { return false }
+
+func encodeFolds(spacing int) bool { return false }
+
+const encodeFoldMin = 1 << 30
+
+func (w *fpduWriter) foldRest(src []byte) (int, uint32) {
+	panic("iwarp: no vector folding on this architecture")
+}
