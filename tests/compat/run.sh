@@ -24,7 +24,7 @@ require_build
 [[ -x $SDPSTAT ]] || die "build/sdpstat is missing: run 'make' first"
 [[ -z ${LD_PRELOAD:-} ]] || die "run the suite without LD_PRELOAD (it sets it per process)"
 
-UNSUPPORTED=() # "program|why it cannot run under LD_PRELOAD", filled by the cases
+UNSUPPORTED=() # "case|program|why it cannot run over SDP", filled by the cases
 ALL_CASES=(http iperf3 socat redis memcached nginx postgres sshd netpipe sockperf node mpich)
 for f in "$here"/cases/*.sh; do
 	# shellcheck source=/dev/null
@@ -97,8 +97,11 @@ table() {
 			"${RATES[$c.sdp]:+${RATES[$c.sdp]} $unit}" "${RATES[$c.plain]:+${RATES[$c.plain]} $unit}" \
 			"$(ratio "${RATES[$c.sdp]:-}" "${RATES[$c.plain]:-}" "$lower")"
 	done
-	for c in "${UNSUPPORTED[@]}"; do
-		printf '| %s | - | cannot work | cannot work | %s | - | - | - |\n' "${c%%|*}" "${c#*|}"
+	local u rest
+	for u in "${UNSUPPORTED[@]}"; do
+		[[ " ${CASES[*]} " == *" ${u%%|*} "* ]] || continue
+		rest=${u#*|}
+		printf '| %s | - | cannot work | cannot work | %s | - | - | - |\n' "${rest%%|*}" "${rest#*|}"
 	done
 }
 

@@ -10,7 +10,7 @@ sshd_SDPSTAT=sshd
 # there), it forks the privilege-separated child that does the rest of the connection's I/O:
 # a Go runtime does not survive fork, so the child cannot drive the SDP connection.
 sshd_TCP_RULE="use tcp server sshd *:*"
-UNSUPPORTED+=("sshd over SDP|the re-executed sshd talks on the connection (banner), then forks the privilege-separated child that carries on: the engine (a Go runtime) does not survive fork; with both ends preloaded, rule \`$sshd_TCP_RULE\` keeps sshd on TCP (row above)")
+UNSUPPORTED+=("sshd|sshd over SDP|the re-executed sshd talks on the connection (banner), then forks the privilege-separated child that carries on: the engine (a Go runtime) does not survive fork; with both ends preloaded, rule \`$sshd_TCP_RULE\` keeps sshd on TCP (row above)")
 
 sshd_version() {
 	ssh -V 2>&1 | cut -d, -f1
