@@ -20,7 +20,9 @@ type Capabilities struct {
 	// copy step each way (see TxStats/RxStats for their count).
 	MarkersInSoftware bool
 	// CRCInstruction: CRC32C runs on a CPU instruction (SSE4.2 or CLMUL on
-	// x86, the CRC32 extension on arm64) rather than a table in software.
+	// x86, the CRC32 extension on arm64) rather than a table in software;
+	// with AVX-512 VPCLMULQDQ, large FPDUs are also built and checksummed
+	// in one pass (crc_amd64.s).
 	CRCInstruction bool
 	// AppendToQueued: a message posted but not yet on the wire can still
 	// grow (QP.AppendSend), so small sends coalesce (seed 000 §4.2).

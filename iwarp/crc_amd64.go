@@ -69,3 +69,78 @@ func (w *fpduWriter) foldRest(src []byte) (int, uint32) {
 	w.o = end
 	return used, crc
 }
+
+// foldWire512 is in crc_amd64.s.
+//
+//go:noescape
+func foldWire512(crc uint32, out, src *byte, groups, toMarker int, fpduptr uint32, spacing int) uint32
+
+// gatherCRC returns the CRC of the FPDU GatherFPDU describes, computed
+// over the caller's parts in place: the first 256 wire octets are built in
+// a scratch buffer, the bulk of the last part is folded straight from it
+// with its markers (foldWire512), and the tail goes through a gatherer that
+// only sums. ok is false when the layout does not suit it.
+func (f *TxFramer) gatherCRC(parts [][]byte, ulen, first, count int) (crc uint32, ok bool) {
+	if !encodeFolds(f.spacing) || len(parts) == 0 {
+		return 0, false
+	}
+	var head [256]byte
+	w := fpduWriter{out: head[:], next: first, spacing: f.spacing}
+	if count > 0 && first == 0 {
+		EncodeMarker(head[:], 0)
+		w.o, w.next = MarkerLen, f.spacing
+	}
+	w.hdr = w.o
+	lenField := [ulpduLenLen]byte{byte(ulen >> 8), byte(ulen)}
+	w.putUntil(lenField[:], 256)
+	for _, p := range parts[:len(parts)-1] {
+		if w.putUntil(p, 256) != len(p) {
+			return 0, false
+		}
+	}
+	last := parts[len(parts)-1]
+	last = last[w.putUntil(last, 256):]
+	if w.o != 256 || len(last) < encodeFoldMin {
+		return 0, false
+	}
+	groups := (len(last) - 512) / 256
+	toMarker := 1 << 62
+	var ptr uint32
+	if w.next != noMarker {
+		toMarker = w.next - w.o
+		ptr = uint32(w.next - w.hdr)
+	}
+	crc = ^foldWire512(^uint32(0), &head[0], &last[0], groups, toMarker, ptr, w.spacing)
+	end := w.o + 256*groups
+	used := 256 * groups
+	next := w.next
+	if next != noMarker && next < end {
+		mk := (end-1-next)/w.spacing + 1
+		used -= MarkerLen * mk
+		next += mk * w.spacing
+	}
+	// The tail: the rest of the last part, its markers and the PAD.
+	o, sum := end, crc
+	mk := f.mk[:] // a field, so that the slice handed to the CRC does not escape
+	sumRun := func(b []byte) {
+		for len(b) > 0 {
+			if o == next {
+				EncodeMarker(mk, uint16(o-w.hdr))
+				sum = UpdateCRC32C(sum, mk)
+				o += MarkerLen
+				next += w.spacing
+			}
+			n := min(len(b), next-o)
+			sum = UpdateCRC32C(sum, b[:n])
+			o += n
+			b = b[n:]
+		}
+	}
+	sumRun(last[used:])
+	sumRun(zeroPad[:padLen(ulen)])
+	if o == next {
+		EncodeMarker(mk, uint16(o-w.hdr))
+		sum = UpdateCRC32C(sum, mk)
+	}
+	return sum, true
+}

@@ -80,6 +80,7 @@ type TxFramer struct {
 	framing
 	stats  TxStats
 	folded bool // appendFolded wrote the CRC of the FPDU being framed
+	mk     [MarkerLen]byte
 }
 
 // TxStats counts what a TxFramer produced.

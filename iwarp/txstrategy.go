@@ -102,7 +102,13 @@ func (f *TxFramer) GatherFPDU(iov [][]byte, side []byte, parts ...[]byte) ([][]b
 		return iov, side
 	}
 	first, count, wire := f.layout(ulen)
-	g := gatherer{iov: iov, side: side, next: first, spacing: f.spacing, crc: f.crc}
+	// A large ULPDU's CRC is folded from the parts in one pass
+	// (gatherCRC); the iovecs are then built without summing.
+	sum, folded := uint32(0), false
+	if f.crc && ulen >= encodeFoldMin+512 {
+		sum, folded = f.gatherCRC(parts, ulen, first, count)
+	}
+	g := gatherer{iov: iov, side: side, next: first, spacing: f.spacing, crc: f.crc && !folded}
 	if count > 0 && first == 0 {
 		g.marker(0)
 		g.next = f.spacing
@@ -118,7 +124,9 @@ func (f *TxFramer) GatherFPDU(iov [][]byte, side []byte, parts ...[]byte) ([][]b
 		g.marker(uint16(g.o - g.hdr))
 	}
 	var crc uint32
-	if f.crc {
+	if folded {
+		crc = sum
+	} else if f.crc {
 		crc = g.sum
 	}
 	g.side = binary.LittleEndian.AppendUint32(g.side, crc)
