@@ -15,6 +15,12 @@
 // functions; the FPDU paths (TxFramer.AppendFPDU and RxDeframer.Next) do not
 // allocate.
 //
+// QP runs them over a kernel TCP socket: send queue with coalescing
+// (AppendSend), untagged reassembly (NextMessage), RDMA Write/Read with
+// memory protection (mem.go), tagged payload read straight into its region
+// (direct.go), MPA revision 2 ready-to-receive (rtr.go). CRC32C uses AVX-512
+// carry-less multiplication where the CPU has it (crc_amd64.s).
+//
 // Incomplete input is reported as ErrNeedMore, which is not a protocol fault.
 // Every protocol fault is an *Error that carries the Terminate layer, error
 // type and error code of RFC 5040 §4.8 / RFC 6581 §8, so the caller can send
