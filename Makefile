@@ -3,6 +3,7 @@
 #                 and build/sdpstat (the live view of SDP sockets)
 #   make demo     real unmodified programs over SDP, compared with plain TCP
 #   make test     everything CI runs
+#   make compat   the compatibility suite (tests/compat): real programs over SDP
 #   make bench    the benchmarks against plain TCP (results/, git-ignored; BENCH_QUICK=1: short)
 
 GO      ?= go
@@ -16,7 +17,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz bench clean
+.PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz compat bench clean
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
@@ -77,7 +78,12 @@ wirecheck: all
 fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
-test: deps all check gotest reliability matrix wirecheck fuzz
+# Real unmodified programs (curl, iperf3, redis, nginx, postgresql, sshd, MPI, ...) with both
+# ends preloaded, one end, and none; prints the table the README carries.
+compat: deps all
+	bash tests/compat/run.sh
+
+test: deps all check gotest reliability matrix wirecheck fuzz compat
 
 bench: all
 	bash scripts/install-bench-deps.sh
