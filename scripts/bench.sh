@@ -39,6 +39,7 @@ BENCH=$out/bin/sdpbench
 if ((quick)); then
 	SIZES_ALL=1,64,1024,16384,65536,1048576
 	SIZES_SMALL=64,256,1024,4096
+	SIZES_POW4=$SIZES_ALL
 	RUNS=4
 	ITERS=1000
 	BUDGET=${BENCH_BUDGET:-0.3}
@@ -56,10 +57,11 @@ else
 		echo "$l"
 	)
 	SIZES_SMALL=64,128,256,512,1024,2048,4096
+	SIZES_POW4=1,4,16,64,256,1024,4096,16384,65536,262144,1048576,4194304
 	RUNS=10
 	ITERS=10000
-	BUDGET=${BENCH_BUDGET:-0.8}
-	COMPUTE_PROGRESS=0,250,500,1000,2000,4000
+	BUDGET=${BENCH_BUDGET:-0.5}
+	COMPUTE_PROGRESS=0,500,1000,2000
 	COMPUTE_WAIT=0,100,1000,10000
 	COMPUTE_BW=0,8,32,128,512
 	UTIL_SIZES=64,256,1024,4096,16384,65536
@@ -190,7 +192,8 @@ cfg_env() {
 		echo "SDP_STATS=0"
 		return
 	fi
-	echo "LD_PRELOAD=$SHIM SDP_MODE=sdp SDP_STATS=1 SDP_LOG_LEVEL=info SDP_LOG_FILE=$2/%p.log ${CFG[$1]}"
+	# debug: the engine's start line lists the settings it took; there is no per-I/O logging
+	echo "LD_PRELOAD=$SHIM SDP_MODE=sdp SDP_STATS=1 SDP_LOG_LEVEL=debug SDP_LOG_FILE=$2/%p.log ${CFG[$1]}"
 }
 
 # run_pair SECTION CONFIG PREFIX_CMD... -- CLIENT_ARGS...: one server and one client in
@@ -259,12 +262,19 @@ run_pair() {
 # ---- sections ----
 
 sec_latbw() {
-	local cfgs=(tcp sdp-default basic enhanced enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare)
-	[[ $NET == veth ]] && cfgs=(tcp basic enhanced)
+	# every power of two for TCP and the main configurations; every power of four for
+	# the variants (BCopy only, markers and CRC off); 1 B latency always gets all its
+	# iterations (full=1: no budget for sizes up to 1 byte)
+	local cfgs=(tcp sdp-default basic enhanced) more=(enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare)
+	[[ $NET == veth ]] && cfgs=(tcp basic enhanced) more=()
 	local c
 	for c in "${cfgs[@]}"; do
-		run_pair lat "$c" -- lat "$SIZES_ALL" iters="$ITERS" bytes=8388608 "${COMMON[@]}"
+		run_pair lat "$c" -- lat "$SIZES_ALL" iters="$ITERS" bytes=8388608 full=1 "${COMMON[@]}"
 		run_pair bw "$c" -- bw "$SIZES_ALL" iters="$ITERS" bytes=33554432 "${COMMON[@]}"
+	done
+	for c in "${more[@]}"; do
+		run_pair lat "$c" -- lat "$SIZES_POW4" iters="$ITERS" bytes=8388608 "${COMMON[@]}"
+		run_pair bw "$c" -- bw "$SIZES_POW4" iters="$ITERS" bytes=33554432 "${COMMON[@]}"
 	done
 }
 
@@ -274,7 +284,7 @@ sec_progress() {
 		cfgs+=("$c-inline" "$c-async")
 	done
 	for c in "${cfgs[@]}"; do
-		run_pair progress "$c" -- progress 4096 burst=100 iters=200 nodelay=1 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
+		run_pair progress "$c" -- progress 4096 burst=100 iters=200 miniters=5 nodelay=1 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
 	done
 }
 
@@ -376,7 +386,7 @@ sec_thirdparty() {
 			>"$dir/server.out" 2>&1 &
 		local spid=$!
 		sleep 0.5
-		local secs=$([[ $quick == 1 ]] && echo 1 || echo 3) m
+		local secs=$([[ $quick == 1 ]] && echo 1 || echo 2) m
 		for m in 64 1024; do
 			"${AT_CLI[@]}" env -u LD_PRELOAD "${envv[@]}" timeout -k 5 60 sockperf pp --tcp -i "$SRV_ADDR" -p "$port" \
 				-m "$m" -t "$secs" >"$dir/pp-$m.out" 2>&1 || warn "sockperf pp $NET $c failed"
@@ -419,7 +429,7 @@ sec_profile() {
 	echo "nproc=$(nproc)"
 	echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 	echo "kernel=$(uname -r)"
-	echo "commit=$(git -C "$LIBSDP_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+	echo "commit=${BENCH_COMMIT:-$(git -C "$LIBSDP_ROOT" describe --always --dirty 2>/dev/null || echo unknown)}"
 	echo "quick=$quick"
 	echo "command=${BENCH_COMMAND:-bash scripts/bench.sh}"
 	echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -17,6 +17,9 @@
  *       burst=K        messages per burst (progress, default 100)
  *       nodelay=1      TCP_NODELAY on both ends
  *       capacity=B     receive buffer space the utilization is relative to
+ *       budget=S       seconds the measured runs of one case may take: fewer
+ *                      iterations (never below miniters) when they would not fit
+ *       full=B         no budget for messages of up to B bytes
  *
  * Each case prints one line of key=value pairs on stdout:
  *   lat       ping-pong latency: half the round trip (us)
@@ -336,6 +339,7 @@ struct opts {
 	uint32_t runs, iters, miniters, burst, nodelay;
 	uint64_t bytes, capacity;
 	double budget; /* seconds the measured runs of one case may take */
+	uint64_t full; /* messages up to this size get all their iterations */
 };
 
 /* one_run performs run r (0: the warm-up) of case q as the client and returns
@@ -431,7 +435,7 @@ static void run_case(int fd, int test, uint64_t size, uint32_t compute_us, const
 	set_nodelay(fd, o->nodelay);
 	char *buf = alloc_buf(size);
 	uint32_t asked = q.iters;
-	if (o->budget > 0) {
+	if (o->budget > 0 && size > o->full) {
 		double secs = probe(fd, q, buf, ow);
 		double fit = o->budget / q.runs / (secs > 1e-9 ? secs : 1e-9);
 		if (fit < q.iters)
@@ -523,6 +527,8 @@ static int client(int argc, char **argv)
 			o.burst = (uint32_t)atoi(eq);
 		else if (!strcmp(argv[i], "nodelay"))
 			o.nodelay = (uint32_t)atoi(eq);
+		else if (!strcmp(argv[i], "full"))
+			o.full = strtoull(eq, NULL, 10);
 		else if (!strcmp(argv[i], "budget"))
 			o.budget = atof(eq);
 		else if (!strcmp(argv[i], "capacity"))
