@@ -52,6 +52,9 @@ var (
 	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 	early     = map[int][]byte{}          // bytes a connection that fell back still owes the peer
+	// dead holds the descriptors whose connection an internal error ended:
+	// until the application closes one, its calls get the error, not EBADF.
+	dead = map[int]unix.Errno{}
 
 	// Totals of closed connections; live ones are added when reporting.
 	closedMu    sync.Mutex
@@ -140,6 +143,7 @@ func attach(fd int, role sdpcore.Role, request []byte) int {
 	mu.Lock()
 	old := conns[fd]
 	conns[fd] = c
+	delete(dead, fd)
 	mu.Unlock()
 	if old != nil {
 		logf(levelWarn, "fd %d was reused without close; dropping its old connection", fd)
@@ -290,6 +294,7 @@ func unaliasLocked(c *sdpcore.Conn, fd int) bool {
 
 func closeConn(fd int) {
 	mu.Lock()
+	delete(dead, fd)
 	c := conns[fd]
 	delete(conns, fd)
 	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)
@@ -315,10 +320,10 @@ func closeConn(fd int) {
 		return
 	}
 	logConn(fd, c, "closing")
-	go func() {
+	goSafe(func() {
+		defer account(c)
 		c.Linger(dup, now.Add(coreCfg.Linger))
-		account(c)
-	}()
+	})
 }
 
 // highFd is where the engine puts descriptors of its own, away from the
@@ -348,9 +353,40 @@ func onPanic(fd int, r any) int {
 	panics.Add(1)
 	logf(levelError, "internal error on fd %d: %v\n%s", fd, r, strings.TrimSpace(string(debug.Stack())))
 	if fd >= 0 {
-		detach(fd)
+		mu.Lock()
+		if c := conns[fd]; c != nil {
+			delete(conns, fd)
+			accountLocked(c)
+			dead[fd] = unix.EIO
+		}
+		mu.Unlock()
 	}
 	return errnoEIOResult
+}
+
+// goneErr is what a call on fd gets when the engine has no connection for
+// it: the error that ended it, or EBADF for a descriptor never attached.
+func goneErr(fd int) unix.Errno {
+	mu.RLock()
+	e, ok := dead[fd]
+	mu.RUnlock()
+	if ok {
+		return e
+	}
+	return unix.EBADF
+}
+
+// goSafe runs f on a goroutine of its own; a panic in it is logged and
+// counted like one in a call, instead of ending the host program.
+func goSafe(f func()) {
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				onPanic(-1, r)
+			}
+		}()
+		f()
+	}()
 }
 
 func statsLine() string {

@@ -71,11 +71,11 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
-		return -C.int64_t(unix.EBADF)
+		return -C.int64_t(goneErr(int(fd)))
 	}
 	n, err := c.Send(iovecs(iov, cnt), time.Now())
 	if c.NeedsBackground() { // bytes the kernel could not take: flush them without waiting for a call
-		go c.Background(coreCfg.Linger)
+		goSafe(func() { c.Background(coreCfg.Linger) })
 	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
@@ -85,7 +85,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
-		return -C.int64_t(unix.EBADF)
+		return -C.int64_t(goneErr(int(fd)))
 	}
 	var f sdpcore.SendFlags
 	if flags&C.SDP_SEND_MORE != 0 {
@@ -93,7 +93,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	}
 	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
 	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
-		go c.Background(coreCfg.Linger)
+		goSafe(func() { c.Background(coreCfg.Linger) })
 	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
@@ -103,7 +103,7 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
-		return -C.int64_t(unix.EBADF)
+		return -C.int64_t(goneErr(int(fd)))
 	}
 	var f sdpcore.RecvFlags
 	if flags&C.SDP_RECV_PEEK != 0 {
@@ -119,6 +119,11 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	c := lookup(int(fd))
 	if c == nil {
+		if e := goneErr(int(fd)); e != unix.EBADF {
+			// Ended by an internal error: readable and writable at once,
+			// so that the application's next call gets the error.
+			return C.int(want) | C.int(unix.POLLERR|unix.POLLHUP)
+		}
 		return -C.int(unix.EBADF)
 	}
 	now := time.Now()
@@ -149,11 +154,11 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 	defer guard(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
-		return -C.int(unix.EBADF)
+		return -C.int(goneErr(int(fd)))
 	}
 	err := c.Shutdown(how == unix.SHUT_RD || how == unix.SHUT_RDWR, how == unix.SHUT_WR || how == unix.SHUT_RDWR, time.Now())
 	if c.NeedsBackground() { // held data and DisConn must not wait for another call
-		go c.Background(coreCfg.Linger)
+		goSafe(func() { c.Background(coreCfg.Linger) })
 	}
 	return C.int(result(int(fd), c, 0, err))
 }
@@ -176,7 +181,7 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
-		return -C.int64_t(unix.EBADF)
+		return -C.int64_t(goneErr(int(fd)))
 	}
 	switch what {
 	case C.SDP_QUERY_INQ:
