@@ -11,6 +11,7 @@
 # COMPAT_KEEP=1 keeps the run directories and logs; COMPAT_TABLE=FILE also writes the table
 # there as Markdown. Exit status 1 when any run failed.
 set -uo pipefail
+# shellcheck disable=SC2034 # read by the cases
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # curl downloads a 100 MiB file from python3 -m http.server; sha256 of the download.
 http_LABEL="curl ↔ python3 http.server"
 http_MIXED=client

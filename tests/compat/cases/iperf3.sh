@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # iperf3: forward, reverse (-R), 4 parallel streams (-P 4) and sendfile (-Z), one server.
 # iperf3 checks nothing in the data; its control channel (JSON results exchanged over TCP)
 # and the byte counts of both ends must agree.

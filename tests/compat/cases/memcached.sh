@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # memcached -t 4 ↔ memcaslap (8 connections, 10% sets, 10% of the gets verified by the tool)
 # and memcslap (4 threads loading keys); memccp/memccat store and read back a 512 KiB value
 # (sha256; memccat appends a newline, which is cut off).

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # NetPIPE's NPtcp: its integrity mode (-i: every message checked, sizes up to 1 MiB), then
 # the ping-pong over every size up to 1 MiB (100 round trips each); the rate is the best
 # bandwidth of the sweep.

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # nginx, a master and 2 workers (accept_mutex off: the workers wait on the listener with
 # EPOLLEXCLUSIVE), sendfile on: curl downloads a 100 MiB file (sha256) and wrk requests a
 # small page over 8 connections for 3 s (every response must be 200).

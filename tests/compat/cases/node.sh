@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # node (Debian's nodejs): a net echo server and a client sending 32 MiB over 4 connections at
 # once and reading every byte back (sha256 per connection, computed by node). The server ends
 # by itself after the 4 connections have closed.

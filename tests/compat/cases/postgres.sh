@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # PostgreSQL, a backend forked per connection, cluster created under the run's directory by
 # the unprivileged user nobody: pgbench -i, then 4 clients x 200 transactions (the history
 # must account for every balance), and psql reading a 20 MB result (sha256 against the same

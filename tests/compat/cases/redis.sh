@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # redis-server ↔ redis-benchmark (SET/GET, 20 connections) with a BGSAVE during the load (a
 # fork of a process that holds SDP connections: it must not hang or corrupt), and redis-cli
 # storing and reading back a 1 MiB value before and after (sha256); the dump is checked by

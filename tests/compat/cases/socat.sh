@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # socat TCP-LISTEN with fork, both directions: on one port each connection's child runs
 # sha256sum over what the client uploads, on another each child sends a file the client
 # downloads; three clients of each at once, 32 MiB each, checked by sha256.

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # sockperf over TCP: ping-pong of 64-byte messages for 2 s (sockperf numbers every message and
 # counts the dropped, duplicated and out-of-order ones: all must be 0), then throughput of
 # 1400-byte messages for 2 s. The rate is the ping-pong's average latency (lower is better).

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # sshd on a high port with its own host key and configuration (it accepts, dup2s the
 # connection onto 0 and 1 and re-executes itself, then forks privilege-separated children),
 # key authentication for root: ssh runs a remote command, scp uploads a 100 MiB file and ssh
