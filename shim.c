@@ -1447,14 +1447,20 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
 	int eflags = (flags & MSG_PEEK) ? SDP_RECV_PEEK : 0;
 	struct iovec local[IOV_LOCAL];
-	int nonblock = -1;
+	int nonblock = -1, fill = 0;
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int64_t n = eng.recvv(fd, local, lc, eflags);
+		if (n < 0 && fill)
+			return done;
 		if (n > 0) {
 			done += n;
-			if (!waitall || done >= total)
+			if (done >= total || (flags & MSG_PEEK))
 				return done;
+			/* Take what else is already here, as the kernel's recv does:
+			 * edge-triggered programs (UCX, nginx) take a short read to
+			 * mean that nothing is left and wait for the next arrival. */
+			fill = !waitall;
 			continue;
 		}
 		if (n == 0)
