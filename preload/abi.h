@@ -61,9 +61,14 @@ typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int reque
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
 /* sdp_sendv with send flags: SDP_SEND_MORE (MSG_MORE) holds the bytes until a
- * send without it (at most 200 ms). Optional: the shim may use sdp_sendv. */
+ * send without it (at most 200 ms); SDP_SEND_WAIT says the caller blocks
+ * until all is sent, so the buffers stay valid for the whole call and a
+ * large one may go by zero copy (the call then returns when the peer has
+ * read it, or has asked for buffer copy). Optional: the shim may use
+ * sdp_sendv. */
 typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
 #define SDP_SEND_MORE 1
+#define SDP_SEND_WAIT 2
 /* *edges counts arrivals (data, end of stream, errors, room to send):
  * edge-triggered epoll reports a ready descriptor again only when it moved.
  * Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait
@@ -90,7 +95,10 @@ typedef int (*sdp_stats_fn)(char *buf, int len);
 /* Called once when the process exits: removes its sdpstat file. */
 typedef int (*sdp_engine_exit_fn)(void);
 
-/* Flags for sdp_recvv. */
+/* Flags for sdp_recvv. SDP_RECV_WAIT: the caller blocks until data comes,
+ * so the buffers stay valid for the whole call and a zero-copy offer of
+ * the peer may be RDMA-Read straight into them. */
 #define SDP_RECV_PEEK 1
+#define SDP_RECV_WAIT 2
 
 #endif

@@ -91,6 +91,9 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	if flags&C.SDP_SEND_MORE != 0 {
 		f |= sdpcore.SendMore
 	}
+	if flags&C.SDP_SEND_WAIT != 0 {
+		f |= sdpcore.SendWait
+	}
 	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
 	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
 		goSafe(func() { c.Background(coreCfg.Linger) })
@@ -108,6 +111,9 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	var f sdpcore.RecvFlags
 	if flags&C.SDP_RECV_PEEK != 0 {
 		f |= sdpcore.RecvPeek
+	}
+	if flags&C.SDP_RECV_WAIT != 0 {
+		f |= sdpcore.RecvWait
 	}
 	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
 	return C.int64_t(result(int(fd), c, n, err))

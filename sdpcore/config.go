@@ -22,6 +22,7 @@ type Config struct {
 	FlowControl    FlowControl   // asked for in Hello/HelloAck; both ends must agree
 	Buffering      Buffering     // local: copies per byte of a buffer-copy transfer
 	Progress       Progress      // local: who moves data between the application's calls
+	ZCopyThreshold int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
 }
 
 // Defaults of the modes, chosen from BenchmarkStream and BenchmarkSmall
@@ -47,6 +48,7 @@ func DefaultConfig() Config {
 		FlowControl:    DefaultFlowControl,
 		Buffering:      DefaultBuffering,
 		Progress:       DefaultProgress,
+		ZCopyThreshold: DefaultZCopyThreshold,
 	}
 }
 
@@ -76,6 +78,9 @@ func (c *Config) Sanitize() {
 	}
 	if c.Buffering > BufSeparate {
 		c.Buffering = d.Buffering
+	}
+	if c.ZCopyThreshold < 0 {
+		c.ZCopyThreshold = d.ZCopyThreshold
 	}
 	if c.Progress > ProgressAsync {
 		c.Progress = d.Progress

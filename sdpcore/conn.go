@@ -70,7 +70,10 @@ type Stats struct {
 	BCopySends             uint64 // Data messages (credit, transport) or ring writes (rdma, nic) sent
 	CoalescedSends         uint64 // sends merged into data already queued (held, appended, corked)
 	RingAcks               uint64 // rdma/nic: Immediate Data sent only to return ring space
-	DirectPlacedRx         uint64 // rdma/nic: ring bytes iwarp read from the socket straight into the ring
+	DirectPlacedRx         uint64 // ring or ZCopy bytes iwarp read from the socket straight into place
+	ZCopyReadSends         uint64 // SrcAvail offers made (Read ZCopy)
+	ZCopyCancels           uint64 // of them, cancelled because the sink did not read
+	ZCopyTx, ZCopyRx       uint64 // payload bytes moved by RDMA Read instead of buffer copy
 	FlowControl            string // the mode agreed with the peer
 	Buffering, Progress    string // the local modes
 	Tx                     iwarp.TxStats
@@ -152,6 +155,12 @@ type Conn struct {
 	corkUntil   time.Time
 	sbuf        []byte // separate buffering: SDP's private send buffer
 	async       bool   // the progress goroutine runs
+
+	zsrc       *zsrc     // our outstanding SrcAvail
+	zsink      *zsink    // the peer's outstanding SrcAvail
+	pendingSM  bool      // a SendSM answering SrcAvailCancel waits for a credit
+	zcopyPause time.Time // no SrcAvail before then (zcopyBackoff)
+	comps      []iwarp.Completion
 	// inBackground: Background, which only finishes the kernel's part of
 	// sends the application made, is driving the connection.
 	inBackground bool
@@ -359,6 +368,7 @@ func (c *Conn) progress(now time.Time) {
 		c.drainHeld()
 	}
 	c.drainEarly(now)
+	c.sendPendingSM()
 	c.maybeReturnCredits()
 	c.queueDisConn()
 	_ = c.flush()
@@ -601,7 +611,9 @@ func (c *Conn) sendControl(mid MID) {
 	EncodeBSDH(c.hdr[:], BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: BSDHLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	c.qp.PostSend(iwarp.OpSend, c.hdr[:])
 	c.stats.MsgsTx++
+	c.lastDataLen = 0 // only a Data message may grow (appendData)
 	if mid == MIDData {
+		c.lastDataLen = BSDHLen
 		c.stats.CreditUpdates++
 	}
 }
@@ -719,6 +731,14 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 		return fmt.Errorf("sdp: %v before the ring announcement", h.MID())
 	}
 	switch h.MID() {
+	case MIDSrcAvail:
+		return c.onSrcAvail(h)
+	case MIDRdmaRdCompl:
+		return c.onRdmaRdCompl(h)
+	case MIDSendSM:
+		return c.onSendSM()
+	case MIDSrcAvailCncl:
+		return c.onSrcAvailCancel()
 	case MIDChRcvBuf:
 		if !c.fc.ring() || c.peerRingSize != 0 {
 			return errors.New("sdp: unexpected ChRcvBuf message")
@@ -786,7 +806,7 @@ func (c *Conn) queueDisConn() {
 func (c *Conn) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("st=%d credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v wrShut=%v disSent=%v peerDis=%v eof=%v err=%v",
+	return fmt.Sprintf("fc=%v held=%d zsrc=%v zsink=%v ", c.fc, c.heldLen(), c.zsrc != nil, c.zsink != nil) + fmt.Sprintf("st=%d credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v wrShut=%v disSent=%v peerDis=%v eof=%v err=%v",
 		c.st, c.credits(), c.peerBufs, c.mseq, c.peerAck, c.recvSeq, c.posted, c.advBufs, c.advAck, c.rqBytes,
 		c.qp.TxPending(), c.qp.Buffered(), c.inMsg, c.wrShut, c.disSent, c.peerDis, c.eof, c.err)
 }

@@ -111,7 +111,11 @@ func recvAll(t *testing.T, c *Conn, want int, rng *rand.Rand, until time.Time) (
 	buf := make([]byte, 300<<10)
 	for {
 		n := 1 + rng.Intn(len(buf))
-		k, err := c.Recv([][]byte{buf[:n]}, 0, time.Now())
+		var flags RecvFlags
+		if rng.Intn(2) == 0 {
+			flags = RecvWait // a blocking receive: zero copy may read into it
+		}
+		k, err := c.Recv([][]byte{buf[:n]}, flags, time.Now())
 		if err == ErrWouldBlock {
 			if err := wait(t, c, EvIn, until); err != nil {
 				return got, err

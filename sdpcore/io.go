@@ -52,6 +52,9 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
 	}
+	if c.zsrc != nil {
+		return 0, ErrWouldBlock // another thread's zero-copy send comes first
+	}
 	if flags&SendMore != 0 {
 		// Corked bytes share the early queue: taken now, sent first.
 		if len(c.early) == 0 {
@@ -92,6 +95,11 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		}
 	}
 	_ = c.flush()
+	if c.zcopyOK(bufs, flags) {
+		if n, err := c.sendZCopy(bufs[0], now); n > 0 || err != ErrWouldBlock {
+			return n, err
+		}
+	}
 	total := 0
 	for _, b := range bufs {
 		total += len(b)
@@ -367,6 +375,18 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		}
 		return n, nil
 	}
+	if c.zsink != nil && !c.zsink.reading {
+		var b []byte
+		for _, x := range bufs {
+			if len(x) > 0 {
+				b = x
+				break
+			}
+		}
+		if n, err := c.recvZCopy(b, flags, now); n > 0 || err != ErrWouldBlock {
+			return n, err
+		}
+	}
 	if c.peerDis || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
 		return 0, nil
 	}
@@ -451,7 +471,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.st == stFailed {
 		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if c.rqBytes > 0 || c.peerDis || c.eof {
+	if c.rqBytes > 0 || c.zsink != nil || c.peerDis || c.eof {
 		ready |= EvIn
 	}
 	if c.peerDis || c.eof {
@@ -460,7 +480,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.eof || (c.peerDis && c.disSent) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
+	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.zsrc == nil && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
 		(!c.fc.ring() || c.heldLen() < c.cfg.TxBacklog) {
 		ready |= EvOut
 	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
@@ -606,7 +626,11 @@ func (c *Conn) Queued() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.progress(time.Now())
-	return c.rqBytes
+	n := c.rqBytes
+	if c.zsink != nil {
+		n += c.zsink.n - c.zsink.done
+	}
+	return n
 }
 
 // Unsent returns the bytes taken from the application but not yet handed to

@@ -123,7 +123,7 @@ func ParseProgress(s string) (Progress, error) {
 }
 
 // FromEnv sets the modes from the environment variables SDP_FLOW_CONTROL,
-// SDP_BUFFERING and SDP_PROGRESS as getenv reports them. A bad value
+// SDP_BUFFERING, SDP_PROGRESS and SDP_ZCOPY_THRESHOLD as getenv reports them. A bad value
 // leaves the default and is reported through warn.
 func (c *Config) FromEnv(getenv func(string) string, warn func(error)) {
 	if v := getenv("SDP_FLOW_CONTROL"); v != "" {
@@ -138,6 +138,14 @@ func (c *Config) FromEnv(getenv func(string) string, warn func(error)) {
 			warn(fmt.Errorf("%w; using %v", err, c.Buffering))
 		} else {
 			c.Buffering = b
+		}
+	}
+	if v := getenv("SDP_ZCOPY_THRESHOLD"); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			warn(fmt.Errorf("SDP_ZCOPY_THRESHOLD=%q: want a byte count (0: no zero copy); using %d", v, c.ZCopyThreshold))
+		} else {
+			c.ZCopyThreshold = n
 		}
 	}
 	if v := getenv("SDP_PROGRESS"); v != "" {

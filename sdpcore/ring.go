@@ -65,6 +65,7 @@ func (c *Conn) announceRing() {
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(c.ring)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(c.ringSTag))
 	c.qp.PostSend(iwarp.OpSend, b[:])
+	c.lastDataLen = 0
 	c.stats.MsgsTx++
 }
 

@@ -1,0 +1,339 @@
+package sdpcore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/iwarp"
+)
+
+// Read ZCopy (SDP's zero copy for large sends): the source registers the
+// application's buffer for remote read and sends SrcAvail (Len, STag, TO);
+// the sink, once the application calls recv with a buffer, registers that
+// buffer and RDMA-Reads the data straight into it, then sends
+// RdmaRdCompl(Len read). A sink whose application asks in a call that may
+// not wait (non-blocking, MSG_PEEK) sends SendSM instead, and the source
+// sends what was not read by buffer copy. The source's send call returns
+// only when all of its buffer was read or handed to buffer copy: the
+// peer reads the application's memory while it waits.
+//
+// ZCopy is used for a send of at least SDP_ZCOPY_THRESHOLD bytes in one
+// buffer from a call that waits (SendWait), when nothing is queued before
+// it. No payload byte passes through an SDP buffer; iwarp frames Read
+// Responses into its transmit buffer (one copy, counted) and places them
+// on the sink straight from the socket where it can (counted when not).
+
+// SendWait says the caller blocks until the send completes, so bufs stay
+// valid for the whole call: the condition for zero copy.
+const SendWait SendFlags = 1 << 1
+
+// RecvWait says the caller blocks until data arrives, so bufs stay valid
+// for the whole call: the condition for RDMA-Reading into them.
+const RecvWait RecvFlags = 1 << 1
+
+// DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default, as in the SDP
+// stacks of the seed papers.
+const DefaultZCopyThreshold = 32 << 10
+
+const (
+	srcAvailLen    = BSDHLen + 16 // SrcAH: Len(4) STag(4) TO(8)
+	rdmaRdComplLen = BSDHLen + 4  // RRCH: Len(4)
+	zcopyPoll      = 100 * time.Millisecond
+	// zcopyCancel: a sink that has read nothing of an offer this long
+	// after it is cancelled. Two peers that both make a large blocking
+	// send before reading would otherwise wait for each other for ever,
+	// where TCP's buffers would have taken both sends.
+	zcopyCancel = 20 * time.Millisecond
+)
+
+// zsrc is the source side of the outstanding SrcAvail.
+type zsrc struct {
+	stag   iwarp.STag
+	n      int
+	read   int  // bytes the sink reported read (RdmaRdCompl)
+	sendSM bool // the sink asked for buffer copy of the rest
+}
+
+// The SrcAvailCancel exchange: the source sends SrcAvailCancel; the sink
+// finishes a Read it has started (RdmaRdCompl) and answers SendSM, after
+// which the source sends the rest by buffer copy.
+
+// zsink is the sink side of an advertised SrcAvail.
+type zsink struct {
+	stag iwarp.STag
+	to   uint64
+	n    int
+	done int
+	// reading: a Read into the application's buffer is in flight;
+	// cancelled: the source sent SrcAvailCancel.
+	reading, cancelled bool
+}
+
+func (c *Conn) zcopyOK(bufs [][]byte, flags SendFlags) bool {
+	return flags&SendWait != 0 && c.cfg.ZCopyThreshold > 0 && len(bufs) > 0 && len(bufs[0]) >= c.cfg.ZCopyThreshold &&
+		c.st == stEstablished && c.zsrc == nil && len(c.early) == 0 && c.heldLen() == 0 && !c.wrShut && !c.closed &&
+		!time.Now().Before(c.zcopyPause)
+}
+
+// zcopyBackoff: after an offer the sink read nothing of, buffer copy only
+// for this long: its application is not in a receive call.
+const zcopyBackoff = time.Second
+
+// sendZCopy offers buf by SrcAvail and waits until the peer has read it or
+// asked for buffer copy. It returns the bytes taken. Called locked.
+func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
+	if !c.waitLocked(func() bool { return c.credits() >= 2 }, now) {
+		return 0, c.sendErr()
+	}
+	stag, err := c.qp.Register(buf, iwarp.AccessRemoteRead)
+	if err != nil {
+		return 0, ErrWouldBlock // caller falls back to buffer copy
+	}
+	z := &zsrc{stag: stag, n: len(buf)}
+	c.zsrc = z
+	var b [srcAvailLen]byte
+	c.mseq++
+	c.advertise()
+	EncodeBSDH(b[:], BSDHFields{MID: MIDSrcAvail, Bufs: uint16(c.posted), Len: srcAvailLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
+	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(buf)))
+	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(stag))
+	binary.BigEndian.PutUint64(b[BSDHLen+8:], 0)
+	c.qp.PostSend(iwarp.OpSend, b[:])
+	c.lastDataLen = 0
+	c.stats.MsgsTx++
+	c.stats.ZCopyReadSends++
+	_ = c.flush()
+	cancelAt := now.Add(zcopyCancel)
+	cancelled := false
+	c.waitLocked(func() bool {
+		if z.read == z.n || z.sendSM {
+			return true
+		}
+		if !cancelled && z.read == 0 && !time.Now().Before(cancelAt) && c.credits() >= 1 {
+			cancelled = true
+			c.sendControl(MIDSrcAvailCncl)
+			c.stats.ZCopyCancels++
+			_ = c.flush()
+		}
+		return false
+	}, now)
+	// The peer's Read Responses are framed when its Read Requests arrive,
+	// so once the sink says it read them the region is no longer needed.
+	c.qp.Invalidate(stag)
+	c.zsrc = nil
+	c.stats.ZCopyTx += uint64(z.read)
+	c.stats.PayloadTx += uint64(z.read)
+	c.stats.UserCopiesTx += uint64(z.read) // iwarp copies Read Responses into its transmit buffer
+	if c.st != stEstablished {
+		if z.read > 0 {
+			return z.read, nil
+		}
+		return 0, c.sendErr()
+	}
+	n := z.read
+	if n == 0 {
+		c.zcopyPause = time.Now().Add(zcopyBackoff)
+	}
+	if n < len(buf) { // SendSM: the rest by buffer copy
+		n += c.push([][]byte{buf[n:]}, len(buf)-n, now, true)
+		_ = c.flush()
+	}
+	if n == 0 {
+		return 0, ErrWouldBlock
+	}
+	return n, nil
+}
+
+func (c *Conn) sendErr() error {
+	if c.st == stFailed {
+		return errnoOf(c.err)
+	}
+	if c.closed || c.wrShut || c.eof {
+		return unix.EPIPE
+	}
+	return ErrWouldBlock
+}
+
+// waitLocked runs the connection until done holds, the connection ends or
+// is closed. It waits on the socket and the connection's eventfd with the
+// lock released, so other threads and the progress goroutine go on.
+func (c *Conn) waitLocked(done func() bool, now time.Time) bool {
+	for {
+		c.progress(now)
+		if done() {
+			return true
+		}
+		if c.st != stEstablished || c.closed {
+			return false
+		}
+		ev := int16(unix.POLLIN)
+		if c.qp.TxPending() > 0 {
+			ev |= unix.POLLOUT
+		}
+		pfd := []unix.PollFd{{Fd: int32(c.qp.Fd()), Events: ev}}
+		efd := c.efd
+		if efd < 0 && !c.closed {
+			c.mu.Unlock()
+			efd = c.Waiter()
+			c.mu.Lock()
+		}
+		if efd >= 0 {
+			pfd = append(pfd, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
+		}
+		c.mu.Unlock()
+		_, _ = unix.Poll(pfd, int(zcopyPoll/time.Millisecond))
+		if len(pfd) > 1 && pfd[1].Revents&unix.POLLIN != 0 {
+			var b [8]byte
+			_, _ = unix.Read(efd, b[:])
+		}
+		c.mu.Lock()
+		now = time.Now()
+	}
+}
+
+// onSrcAvail records the peer's offer. Bytes queued before it are read
+// first; the offer then reads as data.
+func (c *Conn) onSrcAvail(h BSDH) error {
+	if h.Len() != srcAvailLen || len(h) < srcAvailLen {
+		return fmt.Errorf("sdp: SrcAvail of %d bytes, want %d (no inline data)", h.Len(), srcAvailLen)
+	}
+	if c.zsink != nil {
+		return errors.New("sdp: SrcAvail while another is outstanding")
+	}
+	n := int(binary.BigEndian.Uint32(h[BSDHLen:]))
+	if n == 0 {
+		return errors.New("sdp: SrcAvail of 0 bytes")
+	}
+	c.zsink = &zsink{stag: iwarp.STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: n}
+	c.edges++
+	return nil
+}
+
+// onRdmaRdCompl and onSendSM answer our SrcAvail.
+func (c *Conn) onRdmaRdCompl(h BSDH) error {
+	if h.Len() != rdmaRdComplLen || len(h) < rdmaRdComplLen || c.zsrc == nil {
+		return errors.New("sdp: unexpected RdmaRdCompl")
+	}
+	n := int(binary.BigEndian.Uint32(h[BSDHLen:]))
+	if n > c.zsrc.n-c.zsrc.read {
+		return fmt.Errorf("sdp: RdmaRdCompl of %d bytes, %d were offered", n, c.zsrc.n-c.zsrc.read)
+	}
+	c.zsrc.read += n
+	c.changes++
+	return nil
+}
+
+// onSrcAvailCancel withdraws the peer's offer: at once when no Read is in
+// flight, otherwise once it completes (recvZCopy). SendSM answers it.
+func (c *Conn) onSrcAvailCancel() error {
+	if c.zsink == nil {
+		// Already answered by a SendSM of ours, or read to the end.
+		return nil
+	}
+	c.zsink.cancelled = true
+	if !c.zsink.reading {
+		c.zsink = nil
+		c.pendingSM = true
+	}
+	c.changes++
+	return nil
+}
+
+// sendPendingSM sends the SendSM a cancel asked for, credits permitting.
+func (c *Conn) sendPendingSM() {
+	if c.pendingSM && c.st == stEstablished && c.credits() >= 1 {
+		c.pendingSM = false
+		c.sendControl(MIDSendSM)
+	}
+}
+
+func (c *Conn) onSendSM() error {
+	if c.zsrc == nil {
+		return errors.New("sdp: SendSM without an outstanding SrcAvail")
+	}
+	c.zsrc.sendSM = true
+	c.changes++
+	return nil
+}
+
+// recvZCopy moves the offered data into b by RDMA Read when the caller
+// waits, or asks for buffer copy when it does not. Called locked with
+// nothing queued before the offer.
+func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) {
+	z := c.zsink
+	if flags&RecvWait == 0 || flags&RecvPeek != 0 || len(b) == 0 {
+		// The rest comes by buffer copy, after what was read.
+		if !c.waitLocked(func() bool { return c.credits() >= 1 }, now) {
+			return 0, c.recvErr()
+		}
+		c.zsink = nil
+		c.sendControl(MIDSendSM)
+		_ = c.flush()
+		return 0, ErrWouldBlock
+	}
+	n := min(len(b), z.n-z.done)
+	b = b[:n]
+	stag, err := c.qp.Register(b, iwarp.AccessLocalWrite)
+	if err != nil {
+		return 0, err
+	}
+	before := c.qp.DirectPlaced()
+	id, err := c.qp.PostReadRequest(iwarp.ReadRequest{SinkSTag: uint32(stag), SinkTO: 0, Size: uint32(n), SrcSTag: uint32(z.stag), SrcTO: z.to + uint64(z.done)})
+	if err != nil {
+		c.qp.Invalidate(stag)
+		return 0, err
+	}
+	_ = c.flush()
+	z.reading = true
+	got := false
+	c.waitLocked(func() bool {
+		for _, comp := range c.qp.PollCompletions(c.comps[:0]) {
+			if comp.Kind == iwarp.CompReadDone && comp.ID == id {
+				got = true
+			}
+		}
+		return got
+	}, now)
+	c.qp.Invalidate(stag)
+	if !got {
+		z.reading = false
+		return 0, c.recvErr()
+	}
+	z.done += n
+	direct := min(uint64(n), c.qp.DirectPlaced()-before)
+	c.stats.ZCopyRx += uint64(n)
+	c.stats.PayloadRx += uint64(n)
+	c.stats.UserCopiesRx += uint64(n) - direct
+	c.stats.DirectPlacedRx += direct
+	// RdmaRdCompl needs a credit and must precede any SendSM: the offer
+	// stays "reading" until it is queued, so a SrcAvailCancel that comes
+	// meanwhile is only noted.
+	c.waitLocked(func() bool { return c.credits() >= 1 }, now)
+	var m [rdmaRdComplLen]byte
+	c.mseq++
+	c.advertise()
+	EncodeBSDH(m[:], BSDHFields{MID: MIDRdmaRdCompl, Bufs: uint16(c.posted), Len: rdmaRdComplLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
+	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(n))
+	c.qp.PostSend(iwarp.OpSend, m[:])
+	c.lastDataLen = 0
+	c.stats.MsgsTx++
+	z.reading = false
+	if z.done == z.n || z.cancelled {
+		c.zsink = nil
+		c.pendingSM = z.cancelled && z.done < z.n
+	}
+	c.sendPendingSM()
+	_ = c.flush()
+	return n, nil
+}
+
+func (c *Conn) recvErr() error {
+	if c.st == stFailed {
+		return errnoOf(c.err)
+	}
+	return ErrWouldBlock
+}

@@ -1,0 +1,159 @@
+package sdpcore
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sendWait sends all of data with SendWait, as a blocking send(2) would.
+func sendWait(t *testing.T, c *Conn, data []byte, until time.Time) error {
+	for len(data) > 0 {
+		n, err := c.SendFlags([][]byte{data}, SendWait, time.Now())
+		if c.NeedsBackground() { // as the engine does after every send
+			go c.Background(time.Minute)
+		}
+		if err == ErrWouldBlock {
+			if err := wait(t, c, EvOut, until); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// recvN receives n bytes in calls of at most chunk bytes with flags.
+func recvN(t *testing.T, c *Conn, n, chunk int, flags RecvFlags, until time.Time) ([]byte, error) {
+	got := make([]byte, 0, n)
+	buf := make([]byte, chunk)
+	for len(got) < n {
+		k, err := c.Recv([][]byte{buf[:min(chunk, n-len(got))]}, flags, time.Now())
+		if err == ErrWouldBlock {
+			if err := wait(t, c, EvIn, until); err != nil {
+				return got, err
+			}
+			continue
+		}
+		if err != nil {
+			return got, err
+		}
+		require.NotZero(t, k)
+		got = append(got, buf[:k]...)
+	}
+	return got, nil
+}
+
+// TestZCopy: a large blocking send is offered by SrcAvail and RDMA-Read
+// straight into the receiver's buffers; a receiver that does not wait gets
+// the rest by buffer copy (SendSM); two peers that both send before they
+// read get through by SrcAvailCancel.
+func TestZCopy(t *testing.T) {
+	const total = 1 << 20
+	data := make([]byte, total)
+	rand.New(rand.NewSource(11)).Read(data)
+	// rdma is left out: its held bytes wait for the sender's next call,
+	// and these senders make none once all is taken (TestStalledProgress).
+	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
+		t.Run(fc.String()+"/read", func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			as0 := a.Stats()
+			done := make(chan error, 1)
+			go func() { done <- sendWait(t, p, data, until) }()
+			got, err := recvN(t, a, total, 256<<10, RecvWait, until)
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.True(t, bytes.Equal(data, got))
+			ps, as := p.Stats(), a.Stats()
+			require.EqualValues(t, 1, ps.ZCopyReadSends)
+			// Normally all of it; a slow machine may see the offer
+			// cancelled after the first read (zcopyCancel).
+			require.GreaterOrEqual(t, ps.ZCopyTx, uint64(256<<10))
+			require.Equal(t, ps.ZCopyTx, as.ZCopyRx)
+			// At most one copy per byte: iwarp's staging copy when the data
+			// was all in before placement could start, none when it read it
+			// from the socket straight into the application's buffer.
+			copies, direct := as.UserCopiesRx-as0.UserCopiesRx, as.DirectPlacedRx-as0.DirectPlacedRx
+			if fc != FlowNIC { // ring bytes may cost two copies
+				require.LessOrEqual(t, copies, uint64(total))
+			}
+			require.GreaterOrEqual(t, copies+direct, uint64(total))
+		})
+		t.Run(fc.String()+"/sendsm", func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			done := make(chan error, 1)
+			go func() { done <- sendWait(t, p, data, until) }()
+			head, err := recvN(t, a, 100<<10, 100<<10, RecvWait, until) // read by RDMA Read
+			require.NoError(t, err)
+			rest, err := recvN(t, a, total-len(head), 64<<10, 0, until) // does not wait: SendSM
+			require.NoError(t, err, "after %d bytes\nactive:  %v\npassive: %v", len(rest), a, p)
+			require.NoError(t, <-done)
+			require.True(t, bytes.Equal(data, append(head, rest...)))
+			ps := p.Stats()
+			require.EqualValues(t, 100<<10, ps.ZCopyTx)
+			require.EqualValues(t, total+1, ps.PayloadTx) // and the byte of oneWay
+		})
+		t.Run(fc.String()+"/both-send-first", func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			// Each sends less than buffer copy can hold unread, as a TCP
+			// program that does this relies on the socket buffers.
+			data := data[:256<<10]
+			total := len(data)
+			errs := make(chan error, 2)
+			var gotA, gotP []byte
+			go func() {
+				err := sendWait(t, a, data, until)
+				if err == nil {
+					gotA, err = recvN(t, a, total, 64<<10, RecvWait, until)
+				}
+				errs <- err
+			}()
+			go func() {
+				err := sendWait(t, p, data, until)
+				if err == nil {
+					gotP, err = recvN(t, p, total, 64<<10, RecvWait, until)
+				}
+				errs <- err
+			}()
+			require.NoError(t, <-errs)
+			require.NoError(t, <-errs)
+			require.Equal(t, len(data), len(gotA))
+			require.Equal(t, len(data), len(gotP))
+			require.Equal(t, -1, firstDiff(data, gotA), "active side\nactive:  %v\npassive: %v", a, p)
+			require.Equal(t, -1, firstDiff(data, gotP), "passive side")
+			require.NotZero(t, a.Stats().ZCopyCancels+p.Stats().ZCopyCancels)
+		})
+	}
+}
+
+// firstDiff returns the first offset where a and b differ, or -1.
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
