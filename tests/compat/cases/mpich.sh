@@ -9,6 +9,12 @@ mpich_SDPSTAT=NPmpich2
 # UCX also connects each rank to itself over TCP: in the mixed run, rank 0's connections to
 # itself have libsdp at both ends and rightly use SDP; only those to rank 1 must be TCP.
 mpich_SELF_SDP=1
+# Seen in about one run of three (more often with other jobs running): after the last
+# integrity message both ranks' data has crossed, but the rank already in MPI_Finalize's PMI
+# barrier holds 25 bytes from rank 0 in its engine that UCX never reads, and rank 0 spins
+# waiting for the answer (sdpstat: payload_rx - user_copies_rx = 25 in that rank).
+mpich_KNOWN_SDP="UCX's last 25-byte message stays unread in the finalizing rank (hang at MPI_Finalize)"
+mpich_KNOWN_MIXED="hang at MPI_Finalize, seen once in the mixed run (rank 0's connection to itself is SDP), not analysed"
 
 mpich_version() {
 	echo "MPICH $(mpichversion 2>/dev/null | awk -F'\t' '/Version/ { print $NF }' | tr -d ' '), NetPIPE $(dpkg-query -W -f '${Version}' netpipe-mpich2 2>/dev/null)"
