@@ -25,8 +25,8 @@ type Config struct {
 	ZCopyThreshold int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
 }
 
-// Defaults of the modes, chosen from BenchmarkStream and BenchmarkSmall
-// (README, "Choosing the modes"). The shim's Hello carries the same
+// Defaults of the modes, chosen from BenchmarkModes (README, "Choosing
+// the modes"). The shim's Hello carries the same
 // default flow control when SDP_FLOW_CONTROL is not set.
 const (
 	DefaultFlowControl = FlowCredit

@@ -376,7 +376,7 @@ func (c *Conn) progress(now time.Time) {
 
 // rxLimit bounds the received payload held for the application: beyond
 // it the socket is left unread, so TCP's window stops the sender.
-const rxLimit = 4 << 20
+const rxLimit = 1 << 20
 
 // fill reads from the socket; false when nothing more can be read now.
 func (c *Conn) fill() bool {
