@@ -313,6 +313,14 @@ func closeConn(fd int) {
 		return
 	}
 	now := time.Now()
+	if lingerZero(fd) {
+		// SO_LINGER {1, 0}: AbortConn now, and the application's close
+		// resets the TCP connection, as it does for TCP.
+		c.Abort(now)
+		logConn(fd, c, "aborted")
+		account(c)
+		return
+	}
 	if c.Close(now) {
 		logConn(fd, c, "closed")
 		account(c)
@@ -331,6 +339,12 @@ func closeConn(fd int) {
 		defer account(c)
 		c.Linger(dup, now.Add(coreCfg.Linger))
 	})
+}
+
+// lingerZero reports whether the application set SO_LINGER {1, 0} on fd.
+func lingerZero(fd int) bool {
+	l, err := unix.GetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER)
+	return err == nil && l.Onoff != 0 && l.Linger == 0
 }
 
 // highFd is where the engine puts descriptors of its own, away from the

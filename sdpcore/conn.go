@@ -267,8 +267,14 @@ func (c *Conn) fail(err error) {
 // Terminate is queued (best effort) and the application sees EIO.
 func (c *Conn) failProto(err error) {
 	var ie *iwarp.Error
-	if errors.As(err, &ie) && c.qp.Full() {
+	switch {
+	case errors.As(err, &ie) && c.qp.Full():
 		c.qp.PostTerminate(ie)
+		_ = c.qp.Flush()
+	case c.st == stEstablished && c.credits() >= 1:
+		// An SDP-level fault (a message out of place): AbortConn tells
+		// the peer, which sees ECONNRESET.
+		c.sendControl(MIDAbortConn)
 		_ = c.qp.Flush()
 	}
 	c.fail(&ProtoError{Err: err})

@@ -562,6 +562,24 @@ func (c *Conn) Close(now time.Time) bool {
 	return done
 }
 
+// Abort is close with SO_LINGER {on, 0}: AbortConn (best effort) instead
+// of DisConn, nothing more is sent or kept, and the caller's close of the
+// socket then resets the TCP connection.
+func (c *Conn) Abort(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.wake()
+	if c.st != stFailed && c.fb == nil {
+		c.abort()
+	}
+	c.releaseQueue()
+	c.releaseWaiter()
+}
+
 func (c *Conn) finished() bool {
 	return c.st == stFailed || c.fb != nil || c.eof ||
 		(c.disSent && c.qp.TxPending() == 0 && c.peerDis)

@@ -411,3 +411,71 @@ func TestCloseInEveryMode(t *testing.T) {
 		}
 	}
 }
+
+// TestUnexpectedMessageAborts: a message the connection's state does not
+// allow (here ModeChange, which libsdp never negotiates, and a
+// RdmaRdCompl for an offer never made) ends the connection with EIO and an
+// error that names it; the peer is told by AbortConn.
+func TestUnexpectedMessageAborts(t *testing.T) {
+	for _, mid := range []MID{MIDModeChange, MIDRdmaRdCompl, MIDSinkAvail} {
+		t.Run(mid.String(), func(t *testing.T) {
+			a, p := connPair(t, DefaultConfig())
+			oneWay(t, p, a, 1)
+			p.mu.Lock()
+			p.sendControl(mid) // white box: a peer that sends it
+			_ = p.flush()
+			p.mu.Unlock()
+			until := time.Now().Add(10 * time.Second)
+			var err error
+			for {
+				_, err = a.Recv([][]byte{make([]byte, 16)}, 0, time.Now())
+				if err != ErrWouldBlock {
+					break
+				}
+				require.NoError(t, wait(t, a, EvIn, until))
+			}
+			require.ErrorIs(t, err, unix.EIO)
+			require.Contains(t, a.Err().Error(), mid.String())
+			// AbortConn reaches the sender, which ends with ECONNRESET.
+			for {
+				_, err = p.Recv([][]byte{make([]byte, 16)}, 0, time.Now())
+				if err != ErrWouldBlock {
+					break
+				}
+				require.NoError(t, wait(t, p, EvIn, until))
+			}
+			require.ErrorIs(t, err, unix.ECONNRESET)
+		})
+	}
+}
+
+// TestAbort: close with SO_LINGER {1, 0} sends AbortConn; the peer sees
+// ECONNRESET even with data of its own still unread by us.
+func TestAbort(t *testing.T) {
+	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowTransport} {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			_, err := a.Send([][]byte{[]byte("never read")}, time.Now())
+			require.NoError(t, err)
+			a.Abort(time.Now())
+			until := time.Now().Add(10 * time.Second)
+			for i := 0; i < 1000; i++ {
+				var n int
+				n, err = p.Recv([][]byte{make([]byte, 64)}, 0, time.Now())
+				if err == ErrWouldBlock {
+					require.NoError(t, wait(t, p, EvIn, until))
+					continue
+				}
+				if err != nil || n == 0 {
+					break // n > 0: the bytes sent before the abort
+				}
+			}
+			require.ErrorIs(t, err, unix.ECONNRESET)
+			_, err = p.Send([][]byte{[]byte("x")}, time.Now())
+			require.ErrorIs(t, err, unix.ECONNRESET)
+		})
+	}
+}
