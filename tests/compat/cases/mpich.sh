@@ -9,12 +9,10 @@ mpich_SDPSTAT=NPmpich2
 # UCX also connects each rank to itself over TCP: in the mixed run, rank 0's connections to
 # itself have libsdp at both ends and rightly use SDP; only those to rank 1 must be TCP.
 mpich_SELF_SDP=1
-# Seen in about one run of three (more often with other jobs running): after the last
-# integrity message both ranks' data has crossed, but the rank already in MPI_Finalize's PMI
-# barrier holds 25 bytes from rank 0 in its engine that UCX never reads, and rank 0 spins
-# waiting for the answer (sdpstat: payload_rx - user_copies_rx = 25 in that rank).
-mpich_KNOWN_SDP="UCX's last 25-byte message stays unread in the finalizing rank (hang at MPI_Finalize)"
-mpich_KNOWN_MIXED="hang at MPI_Finalize, seen once in the mixed run (rank 0's connection to itself is SDP), not analysed"
+# MPICH 4.0.2 with UCX's TCP transport sometimes hangs in MPI_Finalize, after NetPIPE's results
+# are complete, over plain TCP without libsdp too (seen with three jobs at once): one rank waits
+# in the final PMI barrier with UCX's last 25-byte message unread in its socket (in its engine
+# with libsdp), the other spins in UCX progress waiting for the answer.
 
 mpich_version() {
 	echo "MPICH $(mpichversion 2>/dev/null | awk -F'\t' '/Version/ { print $NF }' | tr -d ' '), NetPIPE $(dpkg-query -W -f '${Version}' netpipe-mpich2 2>/dev/null)"
@@ -47,12 +45,19 @@ mpich_job() {
 	done
 	if kill -0 "$job" 2>/dev/null; then
 		local rank
-		for rank in $(pgrep -s "$job" NPmpich2); do
+		for rank in $(pgrep -f "NPmpich2 -u 1048576 -o $D/$name.np"); do
 			echo "rank $rank, sdpstat -p $rank:"
 			"$SDPSTAT" -p "$rank" 2>&1 | cut -c1-200
 		done >"$D/$name-hung.out"
-		fail "mpiexec ($name) still running after 60 s (sockets of the ranks in $name-hung.out)"
 		kill -KILL -- "-$job" 2>/dev/null
+		wait "$job"
+		# NetPIPE's last line is written before MPI_Finalize: the results are complete
+		if grep -q '^ *[0-9]*: *1048579 bytes\|786433 bytes.*passed' "$D/$name.out"; then
+			known_fail "mpiexec ($name): MPICH/UCX hang in MPI_Finalize after complete results (also over plain TCP without libsdp)"
+		else
+			fail "mpiexec ($name) still running after 60 s, results incomplete: $(tail -c 200 "$D/$name.out")"
+		fi
+		return
 	fi
 	wait "$job" || rc=$?
 	((rc == 0)) || fail "mpiexec ($name) exited with $rc: $(tail -c 300 "$D/$name.out")"
