@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ type QP struct {
 
 	cur      *RxChunk // chunk being filled and parsed
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
-	free     []*RxChunk
+	bulk     bool     // the last read filled its room: read into large chunks
 	eof      bool
 
 	sendMSN [numQueues]uint32
@@ -69,9 +70,10 @@ type QP struct {
 
 const (
 	numQueues      = 3
+	rxSmallChunk   = 16 << 10
+	rxSmallMinRead = 2 << 10
 	rxChunkSize    = 256 << 10
 	rxMinRead      = 64 << 10
-	maxFreeChunks  = 4
 	maxULPDULength = 65535
 	txShrinkAbove  = 4 << 20
 	maxBatch       = 64
@@ -376,35 +378,64 @@ func (q *QP) dropSentEnds() {
 	}
 }
 
-// RxChunk is a receive buffer shared by the segments parsed from it.
+// RxChunk is a receive buffer shared by the segments parsed from it. The QP
+// holds one reference while the chunk is its current one, each segment
+// returned from it another; the last release gives it back to its pool.
 type RxChunk struct {
 	buf  []byte
 	refs int
-	qp   *QP
 }
 
-func (q *QP) newChunk(size int) *RxChunk {
-	if size <= rxChunkSize {
-		if n := len(q.free); n > 0 {
-			c := q.free[n-1]
-			q.free = q.free[:n-1]
-			c.refs = 1
-			return c
-		}
-		size = rxChunkSize
+// Receive chunks come in two sizes, shared by every QP of the process: a
+// QP reads into a small one, moves to a large one when a read fills the
+// room it had (a bulk stream) or an FPDU does not fit, and gives its chunk
+// back when the socket has nothing more and no partial FPDU is held. So an
+// idle connection holds no receive buffer at all, and one moving bulk data
+// still reads up to rxChunkSize per system call.
+var rxPools = [2]sync.Pool{
+	{New: func() any { return &RxChunk{buf: make([]byte, rxSmallChunk)} }},
+	{New: func() any { return &RxChunk{buf: make([]byte, rxChunkSize)} }},
+}
+
+// getChunk returns a chunk of at least size bytes with one reference.
+func getChunk(size int) *RxChunk {
+	var c *RxChunk
+	switch {
+	case size <= rxSmallChunk:
+		c = rxPools[0].Get().(*RxChunk)
+	case size <= rxChunkSize:
+		c = rxPools[1].Get().(*RxChunk)
+	default:
+		c = &RxChunk{buf: make([]byte, size)} // cannot happen: an FPDU fits a large chunk
 	}
-	return &RxChunk{buf: make([]byte, size), refs: 1, qp: q}
+	c.refs = 1
+	return c
 }
 
 func (c *RxChunk) release() {
 	c.refs--
-	if c.refs == 0 && len(c.buf) == rxChunkSize && len(c.qp.free) < maxFreeChunks {
-		c.qp.free = append(c.qp.free, c)
+	if c.refs != 0 {
+		return // still referenced (or released once too often: never pooled twice)
+	}
+	switch len(c.buf) {
+	case rxSmallChunk:
+		rxPools[0].Put(c)
+	case rxChunkSize:
+		rxPools[1].Put(c)
 	}
 }
 
 // Buffered returns the number of received bytes not yet parsed.
 func (q *QP) Buffered() int { return q.rxw - q.rxr }
+
+// RxHeld returns the size of the receive chunk the QP itself holds (0 when
+// it holds none); segments not yet released may keep others alive.
+func (q *QP) RxHeld() int {
+	if q.cur == nil {
+		return 0
+	}
+	return len(q.cur.buf)
+}
 
 // Fill reads what the socket holds without blocking. It returns the number of
 // bytes read, unix.EAGAIN when there was nothing, ErrClosed at end of stream,
@@ -416,42 +447,82 @@ func (q *QP) Fill() (int, error) {
 	if q.direct.active || q.startDirect() {
 		return q.fillDirect()
 	}
-	q.ensureRoom(rxMinRead)
+	q.ensureRoom(q.minRead())
 	for {
-		n, _, err := unix.Recvfrom(q.fd, q.cur.buf[q.rxw:], unix.MSG_DONTWAIT)
+		room := q.cur.buf[q.rxw:]
+		n, _, err := unix.Recvfrom(q.fd, room, unix.MSG_DONTWAIT)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.EAGAIN {
+			q.idle()
 		}
 		if err != nil {
 			return 0, err
 		}
 		if n == 0 {
 			q.eof = true
+			q.idle()
 			return 0, ErrClosed
 		}
 		q.rxw += n
+		switch {
+		case n == len(room):
+			q.bulk = true // the socket may hold more than there was room for
+		case n < rxSmallChunk/4:
+			q.bulk = false
+		}
 		return n, nil
 	}
 }
 
-// ensureRoom makes room for at least want more bytes after the unparsed ones,
-// moving them to a fresh chunk when the current one is short or shared.
+// minRead is the room Fill wants before reading.
+func (q *QP) minRead() int {
+	if q.bulk {
+		return rxMinRead
+	}
+	return rxSmallMinRead
+}
+
+// idle gives back the receive chunk when the socket has nothing more: all
+// of it when no partial FPDU is held, and a large one for a small one when
+// what is held is short.
+func (q *QP) idle() {
+	c := q.cur
+	if c == nil {
+		return
+	}
+	pending := q.rxw - q.rxr
+	switch {
+	case pending == 0:
+		q.cur, q.rxr, q.rxw = nil, 0, 0
+		c.release()
+	case len(c.buf) > rxSmallChunk && pending <= rxSmallChunk/2:
+		n := getChunk(rxSmallChunk)
+		copy(n.buf, c.buf[q.rxr:q.rxw])
+		q.cur, q.rxr, q.rxw = n, 0, pending
+		c.release()
+	}
+}
+
+// ensureRoom makes room for at least want more bytes after the unparsed ones:
+// in place when nothing else points into the current chunk and it is large
+// enough, else in a fresh chunk the unparsed bytes move to.
 func (q *QP) ensureRoom(want int) {
 	if q.cur != nil && len(q.cur.buf)-q.rxw >= want {
 		return
 	}
 	pending := q.rxw - q.rxr
-	if q.cur != nil && q.cur.refs == 1 && pending == 0 {
-		q.rxr, q.rxw = 0, 0 // nothing points into it: reuse in place
-		if len(q.cur.buf) >= want {
-			return
-		}
+	size := rxSmallChunk
+	if q.bulk || pending+want > rxSmallChunk {
+		size = max(rxChunkSize, pending+want)
 	}
-	need := pending + want
-	if need < maxULPDULength*2 {
-		need = maxULPDULength * 2
+	if c := q.cur; c != nil && c.refs == 1 && len(c.buf) >= size {
+		copy(c.buf, c.buf[q.rxr:q.rxw])
+		q.rxr, q.rxw = 0, pending
+		return
 	}
-	c := q.newChunk(need)
+	c := getChunk(size)
 	if q.cur != nil {
 		copy(c.buf, q.cur.buf[q.rxr:q.rxw])
 		q.cur.release()
@@ -494,8 +565,14 @@ func (q *QP) NextSegment() (Segment, error) {
 		ulpdu, n, err := q.rx.Next(q.cur.buf[q.rxr:q.rxw])
 		if err != nil {
 			if err == ErrNeedMore {
-				// An FPDU larger than the room left: make room before the next read.
-				q.ensureRoom(rxMinRead)
+				// An FPDU larger than the room left: make room for all of
+				// it (its length is known once its header is in) before
+				// the next read.
+				want := q.minRead()
+				if _, _, _, wire, err := q.rx.header(q.cur.buf[q.rxr:q.rxw]); err == nil {
+					want = max(want, wire-(q.rxw-q.rxr))
+				}
+				q.ensureRoom(want)
 				return Segment{}, err
 			}
 			return Segment{}, q.setFault(err, nil)
