@@ -60,13 +60,13 @@ else
 	SIZES_POW4=1,4,16,64,256,1024,4096,16384,65536,262144,1048576,4194304
 	RUNS=10
 	ITERS=10000
-	BUDGET=${BENCH_BUDGET:-0.5}
+	BUDGET=${BENCH_BUDGET:-0.4}
 	COMPUTE_PROGRESS=0,500,1000,2000
 	COMPUTE_WAIT=0,100,1000,10000
 	COMPUTE_BW=0,8,32,128,512
 	UTIL_SIZES=64,256,1024,4096,16384,65536
 fi
-COMMON=(runs=$RUNS budget=$BUDGET)
+COMMON=(runs=$RUNS budget=$BUDGET miniters=5)
 HUGE=1073741824 # an SDP_ZCOPY_THRESHOLD no message reaches: BCopy only
 
 # Configurations: name → environment. "tcp" runs without the preload.
@@ -284,7 +284,7 @@ sec_progress() {
 		cfgs+=("$c-inline" "$c-async")
 	done
 	for c in "${cfgs[@]}"; do
-		run_pair progress "$c" -- progress 4096 burst=100 iters=200 miniters=5 nodelay=1 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
+		run_pair progress "$c" -- progress 4096 burst=100 iters=200 nodelay=1 compute="$COMPUTE_PROGRESS" "${COMMON[@]}"
 	done
 }
 
@@ -345,7 +345,8 @@ perf_probe() {
 sec_cpu() {
 	local c s wrap=()
 	((PERF_CACHE)) && wrap=(perf stat -x, -e cache-misses,cache-references -o @.perf --)
-	for c in tcp basic enhanced enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare credit rdma nic transport; do
+	# CPU per GB of every configuration is also in the bandwidth sweep's rows
+	for c in tcp basic enhanced enhanced-bcopy enhanced-bare rdma nic; do
 		for s in 4096 65536 1048576; do
 			run_pair cpu "$c" "${wrap[@]}" -- bw "$s" iters="$ITERS" bytes=67108864 "${COMMON[@]}"
 		done
