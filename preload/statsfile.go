@@ -19,13 +19,6 @@ import (
 
 const publishInterval = 500 * time.Millisecond
 
-// The modes the engine implements today; sdpstat shows what runs, and
-// these change when the alternatives of the design become selectable.
-const (
-	flowControlMode = "credit"
-	bufferingMode   = "separate"
-)
-
 var pub struct {
 	mu      sync.Mutex
 	dir     string
@@ -183,8 +176,9 @@ func sdpInfo(c *sdpcore.Conn, state string) *statsfile.SDP {
 	}
 	s := &statsfile.SDP{
 		State:         state,
-		FlowControl:   flowControlMode,
-		Buffering:     bufferingMode,
+		FlowControl:   st.FlowControl,
+		Buffering:     st.Buffering,
+		Progress:      st.Progress,
 		Markers:       st.Markers,
 		CRC:           st.CRC,
 		PayloadTx:     st.PayloadTx,
@@ -203,10 +197,17 @@ func sdpInfo(c *sdpcore.Conn, state string) *statsfile.SDP {
 		CreditStalls:  st.CreditStalls,
 		UserCopiesTx:  st.UserCopiesTx,
 		UserCopiesRx:  st.UserCopiesRx,
-		// Every payload byte goes by buffer copy today: there is no zero
-		// copy path and no coalescing of queued sends yet.
-		BCopyTx: st.PayloadTx,
-		BCopyRx: st.PayloadRx,
+		Coalesced:     st.CoalescedSends,
+		BCopySends:    st.BCopySends,
+		ZCopySends:    st.ZCopyReadSends,
+		ZCopyCancels:  st.ZCopyCancels,
+		ZCopyTx:       st.ZCopyTx,
+		ZCopyRx:       st.ZCopyRx,
+		RingAcks:      st.RingAcks,
+		DirectRx:      st.DirectPlacedRx,
+		// What did not go by RDMA Read went by buffer copy.
+		BCopyTx: st.PayloadTx - min(st.PayloadTx, st.ZCopyTx),
+		BCopyRx: st.PayloadRx - min(st.PayloadRx, st.ZCopyRx),
 	}
 	s.SetCopiesPerByte()
 	return s

@@ -254,8 +254,10 @@ func TestSdpstat(t *testing.T) {
 	assert.Equal(t, "established", acc.State)
 	d := acc.SDP
 	assert.Equal(t, "up", d.State)
-	assert.Equal(t, "credit", d.FlowControl)
-	assert.Equal(t, "separate", d.Buffering)
+	assert.Equal(t, "credit", d.FlowControl, "the default flow control")
+	assert.Equal(t, "integrated", d.Buffering, "the default buffering")
+	assert.Equal(t, "inline", d.Progress, "the default progress")
+	assert.Positive(t, d.BCopySends, "Data messages sent")
 	assert.True(t, d.Markers, "markers negotiated (the default)")
 	assert.True(t, d.CRC, "CRC negotiated (the default)")
 	assert.Positive(t, d.PayloadRx, "the request")
@@ -265,10 +267,14 @@ func TestSdpstat(t *testing.T) {
 	assert.Positive(t, d.CRCBytesRx)
 	assert.Zero(t, d.CRCErrors)
 	assert.Positive(t, d.MsgsTx)
-	assert.Equal(t, d.PayloadTx, d.BCopyTx, "every byte by buffer copy")
-	assert.Zero(t, d.ZCopyTx)
-	assert.Zero(t, d.Coalesced)
-	assert.InDelta(t, 1.0, d.CopiesPerByteTx, 0.01, "buffer copy: one user-space copy per byte sent")
+	// Every payload byte went by buffer copy or by zero copy (RDMA Read), and the
+	// copies per byte follow from the copy counter.
+	assert.Equal(t, d.PayloadTx, d.BCopyTx+d.ZCopyTx, "buffer copy and zero copy add up to the payload")
+	if d.ZCopyTx > 0 {
+		assert.Positive(t, d.ZCopySends, "zero-copy bytes come with SrcAvail offers")
+	}
+	assert.InDelta(t, float64(d.UserCopiesTx)/float64(d.PayloadTx), d.CopiesPerByteTx, 0.01)
+	assert.LessOrEqual(t, d.CopiesPerByteTx, 1.01, "integrated buffering: at most one user-space copy per byte sent")
 	assert.Positive(t, s.Totals["sdp_conns"], "process totals")
 
 	tcp := findSocket(s, "tcp", app, plainPeer)
@@ -292,7 +298,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Contains(t, out, fmt.Sprintf("PID %d  python3", srvPid))
 	assert.Contains(t, out, fmt.Sprintf("%s (sdp %d)", app, sdpPort(port)))
 	assert.Regexp(t, `(?m)^\d+ +listen +tcp\+sdp `, out)
-	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp +- +%s +%s +established +up +credit +separate +\d+`, app, sdpPeer), out)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp +- +%s +%s +established +up +credit +integrated +inline +\d+`, app, sdpPeer), out)
 	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +tcp +tcp +plain-peer +%s +%s `, app, plainPeer), out)
 	assert.NotContains(t, out, fmt.Sprintf("PID %d ", sdpCli.cmd.Process.Pid), "-p shows one process")
 

@@ -244,7 +244,7 @@ func writeTable(w io.Writer, entries []statsfile.Entry) {
 		}
 		fmt.Fprintf(w, "PID %d  %s  sockets=%d sdp=%d tcp=%d%s\n", e.PID, e.Prog, len(e.Sockets), nSDP, nTCP, note)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "FD\tKIND\tTRANSPORT\tREASON\tLOCAL\tREMOTE\tSTATE\tSDP\tFLOW\tBUFFERING\tPAYLOAD_TX\tPAYLOAD_RX\tFPDUS_TX\tFPDUS_RX\tMARKERS_TX\tMARKERS_RX\tCRC_ERR\tBCOPY_B\tZCOPY_B\tSTALLS\tCOALESCED\tCOPIES/B")
+		fmt.Fprintln(tw, "FD\tKIND\tTRANSPORT\tREASON\tLOCAL\tREMOTE\tSTATE\tSDP\tFLOW\tBUFFERING\tPROGRESS\tPAYLOAD_TX\tPAYLOAD_RX\tFPDUS_TX\tFPDUS_RX\tMARKERS_TX\tMARKERS_RX\tCRC_ERR\tBCOPY_B\tZCOPY_B\tZCOPY_N\tSTALLS\tCOALESCED\tCOPIES/B")
 		for _, s := range e.Sockets {
 			local := dash(s.Local)
 			if s.SDPPort != 0 {
@@ -253,12 +253,12 @@ func writeTable(w io.Writer, entries []statsfile.Entry) {
 			row := []string{strconv.Itoa(s.FD), dash(s.Kind), dash(s.Transport), dash(s.Reason), local,
 				dash(s.Remote), dash(s.State)}
 			if d := s.SDP; d != nil {
-				row = append(row, d.State, d.FlowControl, d.Buffering,
+				row = append(row, d.State, dash(d.FlowControl), dash(d.Buffering), dash(d.Progress),
 					u(d.PayloadTx), u(d.PayloadRx), u(d.FPDUsTx), u(d.FPDUsRx), u(d.MarkersTx), u(d.MarkersRx),
-					u(d.CRCErrors), u(d.BCopyTx+d.BCopyRx), u(d.ZCopyTx+d.ZCopyRx), u(d.CreditStalls), u(d.Coalesced),
+					u(d.CRCErrors), u(d.BCopyTx+d.BCopyRx), u(d.ZCopyTx+d.ZCopyRx), u(d.ZCopySends), u(d.CreditStalls), u(d.Coalesced),
 					fmt.Sprintf("%.2f/%.2f", d.CopiesPerByteTx, d.CopiesPerByteRx))
 			} else {
-				for range 15 {
+				for range 17 {
 					row = append(row, "-")
 				}
 			}

@@ -88,28 +88,43 @@ type Socket struct {
 // SDP is the engine's view of one SDP connection.
 type SDP struct {
 	// State: handshake (Hello/HelloAck not done), up, or closing.
-	State       string `json:"state"`
+	State string `json:"state"`
+	// FlowControl is the mode agreed with the peer (credit, rdma, nic,
+	// transport); Buffering (separate, integrated) and Progress (inline,
+	// async) are this end's.
 	FlowControl string `json:"flow_control"`
 	Buffering   string `json:"buffering"`
+	Progress    string `json:"progress"`
 	Markers     bool   `json:"markers"`
 	CRC         bool   `json:"crc"`
 
-	PayloadTx     uint64 `json:"payload_tx"`
-	PayloadRx     uint64 `json:"payload_rx"`
-	WireTx        uint64 `json:"wire_tx"`
-	WireRx        uint64 `json:"wire_rx"`
-	MsgsTx        uint64 `json:"msgs_tx"`
-	MsgsRx        uint64 `json:"msgs_rx"`
-	FPDUsTx       uint64 `json:"fpdus_tx"`
-	FPDUsRx       uint64 `json:"fpdus_rx"`
-	MarkersTx     uint64 `json:"markers_tx"`
-	MarkersRx     uint64 `json:"markers_rx"`
-	CRCBytesRx    uint64 `json:"crc_bytes_rx"`
-	CRCErrors     uint64 `json:"crc_errors"`
-	BCopyTx       uint64 `json:"bcopy_bytes_tx"`
-	BCopyRx       uint64 `json:"bcopy_bytes_rx"`
-	ZCopyTx       uint64 `json:"zcopy_bytes_tx"`
-	ZCopyRx       uint64 `json:"zcopy_bytes_rx"`
+	PayloadTx  uint64 `json:"payload_tx"`
+	PayloadRx  uint64 `json:"payload_rx"`
+	WireTx     uint64 `json:"wire_tx"`
+	WireRx     uint64 `json:"wire_rx"`
+	MsgsTx     uint64 `json:"msgs_tx"`
+	MsgsRx     uint64 `json:"msgs_rx"`
+	FPDUsTx    uint64 `json:"fpdus_tx"`
+	FPDUsRx    uint64 `json:"fpdus_rx"`
+	MarkersTx  uint64 `json:"markers_tx"`
+	MarkersRx  uint64 `json:"markers_rx"`
+	CRCBytesRx uint64 `json:"crc_bytes_rx"`
+	CRCErrors  uint64 `json:"crc_errors"`
+	BCopyTx    uint64 `json:"bcopy_bytes_tx"`
+	BCopyRx    uint64 `json:"bcopy_bytes_rx"`
+	ZCopyTx    uint64 `json:"zcopy_bytes_tx"`
+	ZCopyRx    uint64 `json:"zcopy_bytes_rx"`
+	// BCopySends counts Data messages (ring writes in rdma/nic) sent;
+	// ZCopySends the SrcAvail offers (Read ZCopy), ZCopyCancels those
+	// withdrawn because the sink did not read.
+	BCopySends   uint64 `json:"bcopy_sends"`
+	ZCopySends   uint64 `json:"zcopy_sends"`
+	ZCopyCancels uint64 `json:"zcopy_cancels"`
+	// RingAcks are rdma/nic messages sent only to return ring space;
+	// DirectRx the payload bytes placed from the socket straight into
+	// their destination.
+	RingAcks      uint64 `json:"ring_acks"`
+	DirectRx      uint64 `json:"direct_placed_rx"`
 	CreditUpdates uint64 `json:"credit_updates"`
 	CreditStalls  uint64 `json:"credit_stalls"`
 	Coalesced     uint64 `json:"coalesced_sends"`
