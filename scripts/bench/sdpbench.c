@@ -156,9 +156,12 @@ static void get_total(int fd, char *buf, size_t chunk, uint64_t total)
 	}
 }
 
+/* set_nodelay turns TCP_NODELAY on when asked, and otherwise leaves the
+ * socket as it is: turning it off would be a request of its own (and under
+ * libsdp it reaches the transport socket). */
 static void set_nodelay(int fd, int on)
 {
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on))
+	if (on && setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on))
 		die("setsockopt TCP_NODELAY");
 }
 
