@@ -276,6 +276,8 @@ def fmt(x, nd=1):
         return "–"
     if abs(x) >= 100:
         return f"{x:,.0f}"
+    if 0 < abs(x) < 1:
+        return f"{x:.2g}"
     return f"{x:.{nd}f}"
 
 
@@ -781,6 +783,183 @@ def summary(out, rows, tp, pre, enc, made):
         fh.write("\n".join(L) + "\n")
 
 
+def goal_rows(rows):
+    """The issue's goals: (goal, figure, measured text, verdict)."""
+    out = []
+    nets = sorted({r["net"] for r in rows}, key=lambda n: (n != "lo", n))
+
+    def ratio(sec, net, a, b, size, key="median"):
+        x = val(rows, key, section=sec, net=net, config=a, size=size)
+        y = val(rows, key, section=sec, net=net, config=b, size=size)
+        return x / y if y == y and y else math.nan
+
+    def verdict(r, target, higher):
+        if r != r:
+            return "not measured"
+        if (r >= target) if higher else (r <= target):
+            return "met"
+        if higher:
+            return f"missed by {(1 - r / target) * 100:.0f}% (needs {target / r:.1f}× more)"
+        return f"missed by {(r / target - 1) * 100:.0f}%"
+
+    for net in nets:
+        where = "127.0.0.1" if net == "lo" else "veth"
+        r = ratio("bw", net, "enhanced", "tcp", 1048576)
+        out.append((f"ZCopy 1 MiB bandwidth ≥ 0.85× TCP (enhanced, {where})", "bandwidth.png", f"{r:.2f}×", verdict(r, 0.85, True)))
+        rs = [ratio("bw", net, "enhanced", "basic", s) for s in (65536, 131072, 262144, 524288, 1048576, 2097152, 4194304)]
+        rs = [x for x in rs if x == x]
+        if rs:
+            out.append((f"enhanced / basic bandwidth ≥ 1.2× from 64 KiB ({where}; lowest and median of 64 KiB–4 MiB)",
+                        "bandwidth.png", f"{min(rs):.2f}× / {statistics.median(rs):.2f}×", verdict(min(rs), 1.2, True)))
+        for c in ("enhanced", "sdp-default"):
+            r = ratio("lat", net, c, "tcp", 1)
+            if r == r:
+                out.append((f"1 B latency ≤ 1.15× TCP ({c}, {where})", "latency.png", f"{r:.2f}×", verdict(r, 1.15, False)))
+        for fc in ("rdma", "nic"):
+            rs = [ratio("stream", net, fc, "credit", s, "msgs_per_s") for s in (256, 512, 1024, 2048, 4096)]
+            rs = [x for x in rs if x == x]
+            if rs:
+                out.append((f"{fc} ≥ 5× credit, streaming 256 B–4 KiB ({where}; lowest / highest ratio)", "stream.png",
+                            f"{min(rs):.2f}× / {max(rs):.2f}×", verdict(min(rs), 5, True)))
+        best = None
+        for c in ("credit", "rdma", "nic", "transport"):
+            rs = [ratio("stream", net, c, "tcp", s, "msgs_per_s") for s in (64, 128, 256, 512, 1024, 2048, 4096)]
+            rs = [x for x in rs if x == x]
+            if rs and (best is None or statistics.median(rs) > best[1]):
+                best = (c, statistics.median(rs))
+        if best:
+            out.append((f"streaming ≥ 1.5× TCP_NODELAY messages/s, 64 B–4 KiB ({where}; best mode {best[0]}, median ratio)",
+                        "stream.png", f"{best[1]:.2f}×", verdict(best[1], 1.5, True)))
+        pr = pick(rows, section="progress", net=net)
+        for fc in ("credit", "rdma", "nic", "transport"):
+            a = [(int(x["compute_us"]), f(x["median"]) - int(x["compute_us"])) for x in pick(pr, config=f"{fc}-async")]
+            i = [(int(x["compute_us"]), f(x["median"]) - int(x["compute_us"])) for x in pick(pr, config=f"{fc}-inline")]
+            if a and i:
+                sa, si = slope(a), slope(i)
+                v = "met" if sa <= 0.25 and si > 0.25 else ("missed: async grows too" if sa > 0.25 else "not shown: inline is flat too")
+                out.append((f"async progress flat where inline grows ({fc}, {where}; slope of time left over per µs computed)",
+                            "progress.png", f"async {sa:.2f}, inline {si:.2f}", v))
+    return out
+
+
+def readme(out, rows, tp, pre, made):
+    """A compact Markdown block for the README's Performance section."""
+    mach = {}
+    p = os.path.join(out, "machine.txt")
+    if os.path.exists(p):
+        for line in open(p):
+            k, _, v = line.rstrip("\n").partition("=")
+            mach[k] = v
+    L = []
+    w = L.append
+    nets = sorted({r["net"] for r in rows}, key=lambda n: (n != "lo", n))
+    w(f"Run of {mach.get('date', '?')[:16].replace('T', ' ')} UTC, `{mach.get('command', '?')}` at commit "
+      f"{mach.get('commit', '?')}, {int(mach.get('elapsed_s', '0') or 0) // 60} min; {mach.get('nproc', '?')} cores "
+      f"({mach.get('cpu', '?')}, a shared VM), Linux {mach.get('kernel', '?')}; load average "
+      f"{mach.get('loadavg_start', '?').split()[0]} at the start and {mach.get('loadavg_end', '?').split()[0]} at the end.")
+    w("")
+    sizes = [1, 64, 1024, 4096, 65536, 1048576, 4194304]
+    for sec, title, key in (("lat", "Ping-pong latency, one way, µs", "median"), ("bw", "Unidirectional bandwidth, MB/s", "median")):
+        for net in nets:
+            rs = pick(rows, section=sec, net=net)
+            if not rs:
+                continue
+            cfgs = []
+            for r in rs:
+                if r["config"] not in cfgs:
+                    cfgs.append(r["config"])
+            w(f"{title} ({'127.0.0.1' if net == 'lo' else 'veth between two namespaces'}; median of 10 runs; "
+              f"in brackets the ratio to TCP):")
+            w("")
+            w("| configuration | " + " | ".join(human(s) for s in sizes) + " |")
+            w("|---|" + "---:|" * len(sizes))
+            for c in cfgs:
+                cells = []
+                for s in sizes:
+                    v = val(rs, key, config=c, size=s)
+                    t = val(rs, key, config="tcp", size=s)
+                    if v != v:
+                        cells.append("–")
+                    else:
+                        cells.append(fmt(v) + ("" if c == "tcp" or t != t or not t else f" ({v / t:.2f})"))
+                w(f"| {c} | " + " | ".join(cells) + " |")
+            w("")
+    st = pick(rows, section="stream")
+    for net in nets:
+        rs = pick(st, net=net)
+        if not rs:
+            continue
+        ss = sorted({int(r["size"]) for r in rs})
+        w(f"Streaming with TCP_NODELAY, thousands of messages/s ({'127.0.0.1' if net == 'lo' else 'veth'}; "
+          f"in brackets the ratio to TCP):")
+        w("")
+        w("| flow control | " + " | ".join(human(s) for s in ss) + " |")
+        w("|---|" + "---:|" * len(ss))
+        for c in ("tcp", "credit", "rdma", "nic", "transport"):
+            if not pick(rs, config=c):
+                continue
+            cells = []
+            for s in ss:
+                v = val(rs, "msgs_per_s", config=c, size=s)
+                t = val(rs, "msgs_per_s", config="tcp", size=s)
+                cells.append(fmt(v / 1000) + ("" if c == "tcp" or t != t or not t else f" ({v / t:.2f})"))
+            w(f"| {c} | " + " | ".join(cells) + " |")
+        w("")
+    w("The goals (ratios of medians from this run; reported, not asserted):")
+    w("")
+    w("| goal | plot | measured | verdict |")
+    w("|---|---|---|---|")
+    for g in goal_rows(rows):
+        w(f"| {g[0]} | {g[1]} | {g[2]} | {g[3]} |")
+    w("")
+    cp = pick(rows, section="cpu")
+    if cp:
+        ss = sorted({int(r["size"]) for r in cp})
+        w("User-space payload copies per byte (sender / receiver, the engine's counters) and CPU seconds per GB "
+          "(both processes, getrusage), bandwidth test, 127.0.0.1:")
+        w("")
+        w("| configuration | " + " | ".join(human(s) for s in ss) + " |")
+        w("|---|" + "---|" * len(ss))
+        cfgs = []
+        for r in cp:
+            if r["config"] not in cfgs:
+                cfgs.append(r["config"])
+        for c in cfgs:
+            cells = []
+            for s in ss:
+                r = pick(cp, config=c, size=s)
+                if not r:
+                    cells.append("–")
+                    continue
+                r = r[0]
+                cpt = "kernel only" if c == "tcp" else f"{float(r['copies_per_byte_tx'] or 'nan'):.2f} / {float(r['copies_per_byte_rx'] or 'nan'):.2f}"
+                cells.append(f"{cpt}, {fmt(f(r['cpu_s_per_gb']), 2)} s/GB")
+            w(f"| {c} | " + " | ".join(cells) + " |")
+        w("")
+    prof = profile_breakdown(out)
+    if prof:
+        groups = (("kernel: TCP, system calls", ("kernel: TCP and other system calls",)),
+                  ("kernel: sleeping, waking", ("kernel: sleeping and waking",)),
+                  ("Go runtime and cgo", ("Go runtime (scheduler, locks, GC)", "cgo crossing (C to Go and back)")),
+                  ("engine, CRC32c, copies", ("engine (sdpcore, iwarp, preload)", "CRC32c", "memory copy")),
+                  ("shim, program, libc", ("shim", "application and libc")),
+                  ("symbols under 0.2% each", ("other (symbols under 0.2% each)",)))
+        w("Where the time goes: `perf record -e cpu-clock -g` (a software clock: this VM has no hardware "
+          "counters) of the default configuration, self time in % of each process's samples:")
+        w("")
+        w("| case | side | " + " | ".join(g[0] for g in groups) + " |")
+        w("|---|---|" + "---:|" * len(groups))
+        for name, side, cv, top in prof:
+            w(f"| {name.replace('-lo-sdp-default', '')} | {side} | " + " | ".join(f"{sum(cv[c] for c in g[1]):.0f}" for g in groups) + " |")
+        w("")
+    return L
+
+
+def write_readme(out, rows, tp, pre, made):
+    with open(os.path.join(out, "readme.md"), "w") as fh:
+        fh.write("\n".join(readme(out, rows, tp, pre, made)) + "\n")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: report.py RESULTS_DIR")
@@ -796,6 +975,7 @@ def main():
     write_csv(os.path.join(out, "encode-strategy.csv"), enc, ["strategy", "size", "ns_per_op", "mb_per_s"])
     made = plots(out, rows, tp)
     summary(out, rows, tp, pre, enc, made)
+    write_readme(out, rows, tp, pre, made)
     print(f"report: {len(rows)} cases in {os.path.join(out, 'results.csv')}; summary in {os.path.join(out, 'summary.md')}")
 
 
