@@ -236,8 +236,12 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 		return -(fallbackBase + reasonForeign)
 	}
 	var pe *sdpcore.ProtoError
-	if errors.As(err, &pe) {
+	var ht *sdpcore.HandshakeTimeoutError
+	switch {
+	case errors.As(err, &pe):
 		logf(levelWarn, "fd %d: connection ended: %v", fd, pe)
+	case errors.As(err, &ht):
+		logf(levelWarn, "fd %d: connection ended: %v", fd, ht)
 	}
 	en := sdpcore.Errno(err)
 	if en == 0 {

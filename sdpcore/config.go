@@ -16,13 +16,17 @@ type Config struct {
 	BufSize        int           // size of each receive buffer, BSDH included
 	RecvBufs       int           // receive buffers posted: credits granted to the peer
 	ConnectTimeout time.Duration // how long the connecting side waits for the MPA Request
-	TxBacklog      int           // bytes framed but not yet taken by the kernel before senders wait
-	Linger         time.Duration // how long a closed connection keeps flushing and draining
-	Unaligned      bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=0)
-	FlowControl    FlowControl   // asked for in Hello/HelloAck; both ends must agree
-	Buffering      Buffering     // local: copies per byte of a buffer-copy transfer
-	Progress       Progress      // local: who moves data between the application's calls
-	ZCopyThreshold int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
+	// HandshakeTimeout is how long the accepting side waits for the MPA
+	// Reply and HelloAck: a peer that never answers costs a descriptor and
+	// memory only that long.
+	HandshakeTimeout time.Duration
+	TxBacklog        int           // bytes framed but not yet taken by the kernel before senders wait
+	Linger           time.Duration // how long a closed connection keeps flushing and draining
+	Unaligned        bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=0)
+	FlowControl      FlowControl   // asked for in Hello/HelloAck; both ends must agree
+	Buffering        Buffering     // local: copies per byte of a buffer-copy transfer
+	Progress         Progress      // local: who moves data between the application's calls
+	ZCopyThreshold   int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
 }
 
 // Defaults of the modes, chosen from BenchmarkModes (README, "Choosing
@@ -37,18 +41,19 @@ const (
 // DefaultConfig returns the defaults the documentation lists.
 func DefaultConfig() Config {
 	return Config{
-		Markers:        true,
-		CRC:            true,
-		MarkerSpacing:  512,
-		BufSize:        64 << 10,
-		RecvBufs:       16,
-		ConnectTimeout: 2 * time.Second,
-		TxBacklog:      256 << 10,
-		Linger:         60 * time.Second,
-		FlowControl:    DefaultFlowControl,
-		Buffering:      DefaultBuffering,
-		Progress:       DefaultProgress,
-		ZCopyThreshold: DefaultZCopyThreshold,
+		Markers:          true,
+		CRC:              true,
+		MarkerSpacing:    512,
+		BufSize:          64 << 10,
+		RecvBufs:         16,
+		ConnectTimeout:   2 * time.Second,
+		HandshakeTimeout: 10 * time.Second,
+		TxBacklog:        256 << 10,
+		Linger:           60 * time.Second,
+		FlowControl:      DefaultFlowControl,
+		Buffering:        DefaultBuffering,
+		Progress:         DefaultProgress,
+		ZCopyThreshold:   DefaultZCopyThreshold,
 	}
 }
 
@@ -66,6 +71,9 @@ func (c *Config) Sanitize() {
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = d.ConnectTimeout
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = d.HandshakeTimeout
 	}
 	if c.TxBacklog <= 0 {
 		c.TxBacklog = d.TxBacklog

@@ -207,6 +207,9 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd), efd: -1}
+	// The Request went out when the shim accepted the connection, a moment
+	// before the engine took it over.
+	c.deadline = time.Now().Add(cfg.HandshakeTimeout)
 	c.qp.SetAlign(!cfg.Unaligned)
 	c.request = append([]byte(nil), request...)
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
@@ -286,6 +289,16 @@ type ProtoError struct{ Err error }
 func (e *ProtoError) Error() string { return e.Err.Error() }
 func (e *ProtoError) Unwrap() error { return e.Err }
 
+// HandshakeTimeoutError ends an accepted connection whose peer sent no MPA
+// Reply within Wait; the application sees ETIMEDOUT, as for a TCP
+// connection that stopped answering.
+type HandshakeTimeoutError struct{ Wait time.Duration }
+
+func (e *HandshakeTimeoutError) Error() string {
+	return "sdp: no MPA Reply from the peer within " + e.Wait.String()
+}
+func (e *HandshakeTimeoutError) Unwrap() error { return unix.ETIMEDOUT }
+
 // Errno maps a connection failure to the errno the application sees.
 func Errno(err error) unix.Errno {
 	var en unix.Errno
@@ -364,6 +377,10 @@ func (c *Conn) progress(now time.Time) {
 	// Only after reading all there is: a late look is not a late peer.
 	if c.st == stAwaitRequest && c.fb == nil && !now.Before(c.deadline) {
 		c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
+		return
+	}
+	if c.st == stAwaitReply && !now.Before(c.deadline) {
+		c.fail(&HandshakeTimeoutError{Wait: c.cfg.HandshakeTimeout})
 		return
 	}
 	// Credits that arrived may be what early data, a pending update or

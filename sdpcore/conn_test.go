@@ -296,3 +296,43 @@ func mustDup(t *testing.T, fd int) int {
 	require.NoError(t, err)
 	return d
 }
+
+// TestSilentClientTimesOut: an accepted connection whose peer never sends (or never
+// finishes) the MPA Reply ends with ETIMEDOUT once the handshake timeout has passed, so a
+// peer cannot hold the server's descriptor and memory for ever.
+func TestSilentClientTimesOut(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		cfd, afd := tcpPair(t)
+		cfg := DefaultConfig()
+		cfg.HandshakeTimeout = 50 * time.Millisecond
+		cfg.Sanitize()
+		h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, DesRemRcvSz: uint32(cfg.BufSize),
+			LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
+		req := AppendRequest(nil, cfg, h)
+		_, err := unix.Write(afd, req)
+		require.NoError(t, err)
+		if partial { // the first octets of a Reply, then nothing
+			_, err = unix.Write(cfd, []byte("MPA ID Rep Fr"))
+			require.NoError(t, err)
+		}
+		before := time.Now()
+		p, err := NewPassive(afd, cfg, req)
+		require.NoError(t, err)
+		closeAtCleanup(t, p)
+		ready, _, deadline, err := p.Poll(EvIn, time.Now())
+		require.NoError(t, err)
+		require.Zero(t, ready&EvIn, "nothing to read during the handshake")
+		require.False(t, deadline.IsZero(), "the poller is told when the handshake times out")
+		require.False(t, deadline.Before(before.Add(cfg.HandshakeTimeout)))
+		require.WithinDuration(t, before.Add(cfg.HandshakeTimeout), deadline, time.Second)
+
+		ready, _, _, err = p.Poll(EvIn, deadline)
+		require.NoError(t, err)
+		require.NotZero(t, ready&EvErr, "partial=%v: the connection failed at its deadline", partial)
+		var ht *HandshakeTimeoutError
+		require.ErrorAs(t, p.Err(), &ht)
+		n, err := p.Recv([][]byte{make([]byte, 16)}, 0, deadline)
+		require.Zero(t, n)
+		require.Equal(t, unix.ETIMEDOUT, Errno(err), "the application's read gets ETIMEDOUT")
+	}
+}

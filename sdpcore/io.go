@@ -502,7 +502,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.qp.TxPending() > 0 {
 		wait |= EvOut // queued bytes must not wait for the next call
 	}
-	if c.st == stAwaitRequest {
+	if c.st == stAwaitRequest || c.st == stAwaitReply {
 		deadline = c.deadline
 	}
 	if ready&EvOut != 0 && !c.wasWritable {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The alternatives of the seed papers stay selectable (DESIGN decision 8).
@@ -123,7 +124,8 @@ func ParseProgress(s string) (Progress, error) {
 }
 
 // FromEnv sets the modes from the environment variables SDP_FLOW_CONTROL,
-// SDP_BUFFERING, SDP_PROGRESS and SDP_ZCOPY_THRESHOLD as getenv reports them. A bad value
+// SDP_BUFFERING, SDP_PROGRESS, SDP_ZCOPY_THRESHOLD and SDP_HANDSHAKE_TIMEOUT as getenv
+// reports them. A bad value
 // leaves the default and is reported through warn.
 func (c *Config) FromEnv(getenv func(string) string, warn func(error)) {
 	if v := getenv("SDP_FLOW_CONTROL"); v != "" {
@@ -146,6 +148,14 @@ func (c *Config) FromEnv(getenv func(string) string, warn func(error)) {
 			warn(fmt.Errorf("SDP_ZCOPY_THRESHOLD=%q: want a byte count (0: no zero copy); using %d", v, c.ZCopyThreshold))
 		} else {
 			c.ZCopyThreshold = n
+		}
+	}
+	if v := getenv("SDP_HANDSHAKE_TIMEOUT"); v != "" {
+		ms, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || ms < 1 || ms > 3600000 {
+			warn(fmt.Errorf("SDP_HANDSHAKE_TIMEOUT=%q: want milliseconds from 1 to 3600000; using %d", v, c.HandshakeTimeout.Milliseconds()))
+		} else {
+			c.HandshakeTimeout = time.Duration(ms) * time.Millisecond
 		}
 	}
 	if v := getenv("SDP_PROGRESS"); v != "" {
