@@ -511,6 +511,7 @@ static struct {
 	sdp_engine_init_fn init;
 	sdp_attach_fn attach;
 	sdp_sendv_fn sendv;
+	sdp_sendv_flags_fn sendv_flags; /* optional: MSG_MORE and zero copy */
 	sdp_recvv_fn recvv;
 	sdp_poll_fn poll;
 	sdp_shutdown_fn shutdown;
@@ -620,6 +621,7 @@ static int load_engine(void)
 			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
 			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
 			eng.sendv = (sdp_sendv_fn)dlsym(h, "sdp_sendv");
+			eng.sendv_flags = (sdp_sendv_flags_fn)dlsym(h, "sdp_sendv_flags");
 			eng.recvv = (sdp_recvv_fn)dlsym(h, "sdp_recvv");
 			eng.poll = (sdp_poll_fn)dlsym(h, "sdp_poll");
 			eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
@@ -1367,6 +1369,39 @@ static ssize_t fallback_sent(int fd, struct fdent *e, int rc, size_t done)
 	return (ssize_t)done;
 }
 
+/* zcopy_min is SDP_ZCOPY_THRESHOLD as the engine reads it (0: no zero
+ * copy). Only calls of at least this many bytes are told that they wait,
+ * so that smaller ones cost no fcntl. */
+static size_t zcopy_min(void)
+{
+	static _Atomic long v = -1;
+	long t = atomic_load_explicit(&v, memory_order_relaxed);
+	if (t < 0) {
+		const char *s = getenv("SDP_ZCOPY_THRESHOLD");
+		char *end;
+		t = 32 << 10;
+		if (s && *s) {
+			long n = strtol(s, &end, 10);
+			if (end != s && n >= 0)
+				t = n;
+		}
+		atomic_store_explicit(&v, t, memory_order_relaxed);
+	}
+	return (size_t)t;
+}
+
+/* call_waits says whether a data call of len bytes may block in the
+ * application's view, so its buffers stay valid for the whole call. */
+static int call_waits(int fd, size_t len, int flags, int *nonblock)
+{
+	size_t min = zcopy_min();
+	if (min == 0 || len < min || (flags & MSG_DONTWAIT))
+		return 0;
+	if (*nonblock < 0)
+		*nonblock = is_nonblocking(fd);
+	return !*nonblock;
+}
+
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (attach(fd, e) < 0)
@@ -1384,7 +1419,15 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 	int nonblock = -1;
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
-		int64_t n = eng.sendv(fd, local, lc);
+		int64_t n;
+		if (eng.sendv_flags) {
+			int ef = (flags & MSG_MORE) ? SDP_SEND_MORE : 0;
+			if (call_waits(fd, local[0].iov_len, flags, &nonblock))
+				ef |= SDP_SEND_WAIT;
+			n = eng.sendv_flags(fd, local, lc, ef);
+		} else {
+			n = eng.sendv(fd, local, lc);
+		}
 		if (n >= 0) {
 			done += n;
 			if (done >= total)
@@ -1450,7 +1493,10 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	int nonblock = -1, fill = 0;
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
-		int64_t n = eng.recvv(fd, local, lc, eflags);
+		int ef = eflags;
+		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
+			ef |= SDP_RECV_WAIT;
+		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)
 			return done;
 		if (n > 0) {

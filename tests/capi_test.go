@@ -22,6 +22,7 @@ var families = []family{
 	{name: "ipv6", prog: "ipv6", part: "-", conns: 3, self: true},
 	{name: "ioctl", prog: "ioctl", part: "-", conns: 1, self: true},
 	{name: "sendfile", prog: "sendfile", part: "-", conns: 1, self: true},
+	{name: "zcopy", prog: "zcopy", part: "-", conns: 1, self: true},
 }
 
 // TestCAPI runs the C API test programs of families.
