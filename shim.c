@@ -1410,7 +1410,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
 		return real.sendmsg(fd, &m, flags);
 	}
-	if (flags & MSG_OOB) {
+	if ((flags & MSG_OOB) && !eng.sendv_flags) {
 		errno = EOPNOTSUPP;
 		return -1;
 	}
@@ -1422,7 +1422,9 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 		int64_t n;
 		if (eng.sendv_flags) {
 			int ef = (flags & MSG_MORE) ? SDP_SEND_MORE : 0;
-			if (call_waits(fd, local[0].iov_len, flags, &nonblock))
+			if (flags & MSG_OOB) /* the last byte is urgent; a partial send leaves it for the next call */
+				ef = SDP_SEND_OOB;
+			else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
 				ef |= SDP_SEND_WAIT;
 			n = eng.sendv_flags(fd, local, lc, ef);
 		} else {
@@ -1483,7 +1485,17 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		return real.recvmsg(fd, &m, flags);
 	}
 	if (flags & MSG_OOB) {
-		errno = EINVAL;
+		/* The urgent byte: never waits, as on TCP. */
+		int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
+		if (n >= 0)
+			return n;
+		if (n <= -SDP_FALLBACK) {
+			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS)
+				return -1;
+			struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+			return real.recvmsg(fd, &m, flags);
+		}
+		errno = (int)-n;
 		return -1;
 	}
 	size_t total = iov_total(iov, cnt), done = 0;
@@ -1494,7 +1506,9 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int ef = eflags;
-		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
+		if (fill)
+			ef |= SDP_RECV_FILL; /* stops at the urgent mark */
+		else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
 			ef |= SDP_RECV_WAIT;
 		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)
@@ -2183,11 +2197,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		errno = EFAULT;
 		return -1;
 	}
-	if (req == SIOCATMARK) {
-		*(int *)arg = 0; /* urgent data is not carried yet */
-		return 0;
-	}
-	int64_t v = eng.query(fd, req == FIONREAD ? SDP_QUERY_INQ : SDP_QUERY_OUTQ);
+	int64_t v = eng.query(fd, req == FIONREAD ? SDP_QUERY_INQ : req == SIOCATMARK ? SDP_QUERY_ATMARK : SDP_QUERY_OUTQ);
 	if (v < 0 && v > -SDP_FALLBACK) {
 		errno = (int)-v;
 		return -1;

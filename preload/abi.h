@@ -69,6 +69,8 @@ typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int
 typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
 #define SDP_SEND_MORE 1
 #define SDP_SEND_WAIT 2
+/* SDP_SEND_OOB (MSG_OOB): the last byte is urgent data. */
+#define SDP_SEND_OOB 4
 /* *edges counts arrivals (data, end of stream, errors, room to send):
  * edge-triggered epoll reports a ready descriptor again only when it moved.
  * Returns the ready events among want (plus POLLERR/POLLHUP), and in *wait
@@ -86,6 +88,8 @@ typedef int (*sdp_dup_fn)(int oldfd, int newfd);
 typedef int64_t (*sdp_query_fn)(int fd, int what);
 #define SDP_QUERY_INQ 1
 #define SDP_QUERY_OUTQ 2
+/* SDP_QUERY_ATMARK: 1 when the next byte to read is the urgent byte (SIOCATMARK). */
+#define SDP_QUERY_ATMARK 3
 /* After a fallback: moves into buf up to len of the bytes the application
  * had sent before it, which the shim sends first over TCP. Returns the
  * count, 0 when none are left. */
@@ -100,5 +104,10 @@ typedef int (*sdp_engine_exit_fn)(void);
  * the peer may be RDMA-Read straight into them. */
 #define SDP_RECV_PEEK 1
 #define SDP_RECV_WAIT 2
+/* SDP_RECV_OOB (MSG_OOB): read the urgent byte; never waits.
+ * SDP_RECV_FILL: the call has already returned bytes to the application
+ * and goes on for what else is there: it stops at the urgent mark. */
+#define SDP_RECV_OOB 4
+#define SDP_RECV_FILL 8
 
 #endif

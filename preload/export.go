@@ -94,6 +94,9 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	if flags&C.SDP_SEND_WAIT != 0 {
 		f |= sdpcore.SendWait
 	}
+	if flags&C.SDP_SEND_OOB != 0 {
+		f |= sdpcore.SendOOB
+	}
 	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
 	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
 		goSafe(func() { c.Background(coreCfg.Linger) })
@@ -108,12 +111,26 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
+	if flags&C.SDP_RECV_OOB != 0 {
+		var b []byte
+		for _, x := range iovecs(iov, cnt) {
+			if len(x) > 0 {
+				b = x
+				break
+			}
+		}
+		n, err := c.RecvOOB(b, flags&C.SDP_RECV_PEEK != 0, time.Now())
+		return C.int64_t(result(int(fd), c, n, err))
+	}
 	var f sdpcore.RecvFlags
 	if flags&C.SDP_RECV_PEEK != 0 {
 		f |= sdpcore.RecvPeek
 	}
 	if flags&C.SDP_RECV_WAIT != 0 {
 		f |= sdpcore.RecvWait
+	}
+	if flags&C.SDP_RECV_FILL != 0 {
+		f |= sdpcore.RecvFill
 	}
 	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
 	return C.int64_t(result(int(fd), c, n, err))
@@ -194,6 +211,11 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 		return C.int64_t(c.Queued())
 	case C.SDP_QUERY_OUTQ:
 		return C.int64_t(c.Unsent())
+	case C.SDP_QUERY_ATMARK:
+		if c.AtMark(time.Now()) {
+			return 1
+		}
+		return 0
 	}
 	return -C.int64_t(unix.EINVAL)
 }

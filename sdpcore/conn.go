@@ -112,10 +112,12 @@ type Conn struct {
 	rq      []piece
 	rqHead  int
 	rqBytes int
-	inMsg   bool // inside a multi-segment message
-	inData  bool // … which is a Data message
-	msgLeft int  // bytes of it still to come
-	msgHeld bool // it holds a buffer until its payload is read
+	rxOut   uint64 // bytes the application has read (or skipped), all time
+	urg     urgent // urgent data (MSG_OOB)
+	inMsg   bool   // inside a multi-segment message
+	inData  bool   // … which is a Data message
+	msgLeft int    // bytes of it still to come
+	msgHeld bool   // it holds a buffer until its payload is read
 
 	wrShut      bool // DisConn queued (shutdown SHUT_WR or close)
 	disSent     bool
@@ -150,7 +152,9 @@ type Conn struct {
 	ringAdv    uint32 // ringFreed as last told to the peer
 	directSeen uint64 // the QP's DirectPlaced when last looked at
 
-	lastDataLen int // transport: BSDH Len of the last Data message queued
+	lastDataLen int   // transport: BSDH Len of the last Data message queued
+	txFlags     uint8 // BSDH OOB flags for the Data messages being queued
+	lastUrgent  bool  // the last Data message queued carries OOB flags: nothing joins it
 	corked      bool
 	corkUntil   time.Time
 	sbuf        []byte // separate buffering: SDP's private send buffer
@@ -704,6 +708,9 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 			c.msgHeld = false
 			c.posted++
 		}
+		if c.inData && seg.Last {
+			c.onOOBPayload(nil, true)
+		}
 		seg.Release()
 		return
 	}
@@ -722,6 +729,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 	c.edges++
 	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last})
 	c.rqBytes += len(payload)
+	c.onOOBPayload(payload, seg.Last)
 }
 
 // onHeader checks a message's BSDH and takes the credits it carries.
@@ -777,10 +785,7 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 	default:
 		return fmt.Errorf("sdp: unexpected %v message", h.MID())
 	}
-	if h.Flags()&(FlagOOBPres|FlagOOBPend) != 0 {
-		return errors.New("sdp: urgent data is not supported by this peer")
-	}
-	return nil
+	return c.onOOBFlags(h)
 }
 
 func (c *Conn) releaseQueue() {

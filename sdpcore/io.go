@@ -55,6 +55,9 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if c.zsrc != nil {
 		return 0, ErrWouldBlock // another thread's zero-copy send comes first
 	}
+	if flags&SendOOB != 0 {
+		return c.sendOOB(bufs, now)
+	}
 	if flags&SendMore != 0 {
 		// Corked bytes share the early queue: taken now, sent first.
 		if len(c.early) == 0 {
@@ -175,7 +178,7 @@ const appendMax = 8 << 10
 // send that finds the socket busy joins the queued message instead of
 // adding a header and an FPDU of its own.
 func (c *Conn) appendData(n int) bool {
-	if c.fc != FlowTransport || c.lastDataLen == 0 || c.qp.TxPending() == 0 {
+	if c.fc != FlowTransport || c.lastDataLen == 0 || c.qp.TxPending() == 0 || c.txFlags != 0 || c.lastUrgent {
 		return false
 	}
 	l := c.lastDataLen + n
@@ -199,7 +202,8 @@ func (c *Conn) appendData(n int) bool {
 func (c *Conn) postData(n int) {
 	c.mseq++
 	c.advertise()
-	EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
+	EncodeBSDH(c.hdr[:], BSDHFields{MID: MIDData, Flags: c.txFlags, Bufs: uint16(c.posted), Len: uint32(BSDHLen + n), MSeq: c.mseq, MSeqAck: c.recvSeq})
+	c.lastUrgent = c.txFlags != 0
 	c.parts = append(c.parts, nil)
 	copy(c.parts[1:], c.parts)
 	c.parts[0] = c.hdr[:]
@@ -366,7 +370,22 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		return 0, c.fb
 	}
 	if c.rqBytes > 0 {
-		n := c.copyOut(bufs, flags&RecvPeek != 0)
+		var n int
+		if c.urg.mark {
+			var ok bool
+			if n, ok = c.recvUrgent(bufs, flags); !ok {
+				if flags&RecvPeek == 0 {
+					c.maybeReturnCredits()
+					_ = c.flush()
+				}
+				if c.rqBytes > 0 || flags&RecvFill != 0 {
+					return 0, ErrWouldBlock
+				}
+				return c.recvEmpty(bufs)
+			}
+		} else {
+			n = c.copyOut(bufs, flags&RecvPeek != 0)
+		}
 		if flags&RecvPeek == 0 {
 			c.stats.UserCopiesRx += uint64(n)
 			c.maybeReturnCredits()
@@ -387,6 +406,11 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 			return n, err
 		}
 	}
+	return c.recvEmpty(bufs)
+}
+
+// recvEmpty is Recv's answer when nothing is queued.
+func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
 	if c.peerDis || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
 		return 0, nil
 	}
@@ -435,6 +459,8 @@ func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 		c.rq[j] = piece{}
 	}
 	c.rqHead = i
+	c.rxOut += uint64(n)
+	c.passedMark()
 	if off > 0 {
 		c.rq[i].data = c.rq[i].data[off:]
 	}
@@ -471,8 +497,11 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.st == stFailed {
 		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if c.rqBytes > 0 || c.zsink != nil || c.peerDis || c.eof {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.zsink != nil || c.peerDis || c.eof {
 		ready |= EvIn
+	}
+	if c.urg.state == urgValid {
+		ready |= EvPri
 	}
 	if c.peerDis || c.eof {
 		ready |= EvRdHup

@@ -23,6 +23,7 @@ var families = []family{
 	{name: "ioctl", prog: "ioctl", part: "-", conns: 1, self: true},
 	{name: "sendfile", prog: "sendfile", part: "-", conns: 1, self: true},
 	{name: "zcopy", prog: "zcopy", part: "-", conns: 1, self: true},
+	{name: "oob", prog: "oob", part: "-", conns: 1, self: true},
 }
 
 // TestCAPI runs the C API test programs of families.
