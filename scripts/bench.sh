@@ -406,13 +406,14 @@ sec_profile() {
 	for c in sdp-default; do
 		run_pair profile-bw64k "$c" perf record -q -e cpu-clock -g -o @.perf.data -- \
 			bw 65536 iters=2000 bytes=268435456 runs=3
+		[[ $NET == lo ]] || continue
 		run_pair profile-lat1 "$c" perf record -q -e cpu-clock -g -o @.perf.data -- \
 			lat 1 iters=20000 runs=3
 		run_pair profile-stream256 "$c" perf record -q -e cpu-clock -g -o @.perf.data -- \
 			bw 256 iters=50000 nodelay=1 runs=3
 	done
 	local d
-	for d in "$out"/raw/*-profile-*; do
+	for d in "$out"/raw/*-profile-*-"$NET"-*; do
 		for side in client server; do
 			[[ -f $d/$side.perf.data ]] || continue
 			perf report -i "$d/$side.perf.data" --stdio --no-children --sort dso,sym --percent-limit 1 \
@@ -442,7 +443,7 @@ for NET in $nets; do
 	net_setup "$NET"
 	for s in $sections; do
 		case $s in
-		preload | profile | markers | cpu | util)
+		preload | markers | cpu | util)
 			[[ $NET == lo ]] || continue
 			;;
 		esac

@@ -108,6 +108,21 @@ def engine_report(d, env):
         w = BOOL.get(want, want) if knob in ("SDP_MARKERS", "SDP_CRC", "SDP_FPDU_ALIGN") else want
         if got.lower() != w.lower():
             checks.append(f"MISMATCH:{knob}={want}/got:{got}")
+    # knobs no log line names, checked against what the counters show
+    sc_, ss_ = stats["client"], stats["server"]
+    if "unreported:SDP_ZCOPY_THRESHOLD" in checks and "zcopy_tx" in sc_:
+        checks.remove("unreported:SDP_ZCOPY_THRESHOLD")
+        z = int(sc_.get("zcopy_tx", "0") or 0) + int(ss_.get("zcopy_tx", "0") or 0)
+        if int(env["SDP_ZCOPY_THRESHOLD"]) >= 1 << 30 and z:
+            checks.append(f"MISMATCH:SDP_ZCOPY_THRESHOLD={env['SDP_ZCOPY_THRESHOLD']}/zcopy_tx:{z}")
+    if "unreported:SDP_MARKER_SPACING" in checks and int(sc_.get("markers_tx", "0") or 0) > 100:
+        checks.remove("unreported:SDP_MARKER_SPACING")
+        spacing = int(sc_["wire_tx"]) / int(sc_["markers_tx"])
+        want = int(env["SDP_MARKER_SPACING"])
+        reported["marker_spacing_seen"] = f"{spacing:.0f}"
+        if abs(spacing - want) > 0.1 * want:
+            checks.append(f"MISMATCH:SDP_MARKER_SPACING={want}/wire_bytes_per_marker:{spacing:.0f}")
+        r["reported"] = " ".join(f"{k}={v}" for k, v in sorted(reported.items()))
     if rejected:
         checks.append("rejected:" + "|".join(sorted(set(rejected)))[:200])
     r["mode_check"] = "ok" if not checks else " ".join(checks)
@@ -950,7 +965,7 @@ def readme(out, rows, tp, pre, made):
         w("| case | side | " + " | ".join(g[0] for g in groups) + " |")
         w("|---|---|" + "---:|" * len(groups))
         for name, side, cv, top in prof:
-            w(f"| {name.replace('-lo-sdp-default', '')} | {side} | " + " | ".join(f"{sum(cv[c] for c in g[1]):.0f}" for g in groups) + " |")
+            w(f"| {name.replace('-sdp-default', '').replace('-lo', ', 127.0.0.1').replace('-veth', ', veth')} | {side} | " + " | ".join(f"{sum(cv[c] for c in g[1]):.0f}" for g in groups) + " |")
         w("")
     return L
 
