@@ -39,11 +39,11 @@ func TestParseArgs(t *testing.T) {
 }
 
 func sample() []statsfile.Entry {
-	d := &statsfile.SDP{State: "up", FlowControl: "credit", Buffering: "separate", PayloadTx: 100, UserCopiesTx: 100,
+	d := &statsfile.SDP{State: "up", FlowControl: "credit", Buffering: "separate", Progress: "inline", PayloadTx: 100, UserCopiesTx: 100,
 		FPDUsTx: 3, BCopyTx: 100}
 	d.SetCopiesPerByte()
 	return []statsfile.Entry{{Process: statsfile.Process{Version: statsfile.Version, PID: 12, Prog: "srv",
-		Sockets: []statsfile.Socket{
+		EngineLoaded: true, Sockets: []statsfile.Socket{
 			{FD: 3, Kind: "listen", Transport: "tcp+sdp", Local: "127.0.0.1:80", SDPPort: 20080, State: "listen"},
 			{FD: 4, Kind: "sdp", Transport: "sdp", Local: "127.0.0.1:80", Remote: "127.0.0.1:999", State: "established", SDP: d},
 			{FD: 5, Kind: "tcp", Transport: "tcp", Reason: "plain-peer", Local: "127.0.0.1:80", Remote: "127.0.0.1:998", State: "established"},
@@ -56,9 +56,19 @@ func TestTable(t *testing.T) {
 	out := b.String()
 	assert.Contains(t, out, "PID 12  srv  sockets=3 sdp=1 tcp=1")
 	assert.Contains(t, out, "127.0.0.1:80 (sdp 20080)")
-	assert.Regexp(t, `(?m)^4 +sdp +sdp +- +127\.0\.0\.1:80 +127\.0\.0\.1:999 +established +up +credit +separate +100 +0 +3 `, out)
+	assert.Regexp(t, `(?m)^4 +sdp +sdp +- +127\.0\.0\.1:80 +127\.0\.0\.1:999 +established +up +credit +separate +inline +100 +0 +3 `, out)
 	assert.Regexp(t, `(?m)^5 +tcp +tcp +plain-peer `, out)
 	assert.Contains(t, out, "1.00/0.00")
+	assert.NotContains(t, out, "engine not loaded")
+
+	// A preloaded process found in /proc, without an engine yet.
+	b.Reset()
+	e := sample()
+	e[0].EngineLoaded = false
+	e[0].Sockets = e[0].Sockets[:1]
+	writeTable(&b, e)
+	assert.Contains(t, b.String(), "engine not loaded")
+	assert.Regexp(t, `(?m)^3 +listen +tcp\+sdp +- +127\.0\.0\.1:80 \(sdp 20080\) +- +listen +-`, b.String())
 
 	b.Reset()
 	writeTable(&b, nil)
