@@ -1506,9 +1506,9 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int ef = eflags;
-		if (fill)
-			ef |= SDP_RECV_FILL; /* stops at the urgent mark */
-		else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
+		if (done)
+			ef |= SDP_RECV_FILL; /* 0 at the urgent mark: the call ends there */
+		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
 			ef |= SDP_RECV_WAIT;
 		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)

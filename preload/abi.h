@@ -106,7 +106,8 @@ typedef int (*sdp_engine_exit_fn)(void);
 #define SDP_RECV_WAIT 2
 /* SDP_RECV_OOB (MSG_OOB): read the urgent byte; never waits.
  * SDP_RECV_FILL: the call has already returned bytes to the application
- * and goes on for what else is there: it stops at the urgent mark. */
+ * and goes on for what else is there (or for MSG_WAITALL): at the urgent
+ * mark it returns 0, and the call ends there, as on TCP. */
 #define SDP_RECV_OOB 4
 #define SDP_RECV_FILL 8
 

@@ -378,7 +378,10 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 					c.maybeReturnCredits()
 					_ = c.flush()
 				}
-				if c.rqBytes > 0 || flags&RecvFill != 0 {
+				if flags&RecvFill != 0 {
+					return 0, nil // the call ends at the mark with what it has
+				}
+				if c.rqBytes > 0 {
 					return 0, ErrWouldBlock
 				}
 				return c.recvEmpty(bufs)

@@ -25,7 +25,8 @@ import (
 const SendOOB SendFlags = 1 << 2
 
 // RecvFill says the caller has already taken bytes in this call: it stops
-// at the urgent mark, as a TCP read does.
+// at the urgent mark, as a TCP read does (even with MSG_WAITALL). At the
+// mark such a call returns 0 bytes and no error.
 const RecvFill RecvFlags = 1 << 2
 
 // EvPri is POLLPRI: urgent data waits to be read.
