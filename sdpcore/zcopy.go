@@ -267,8 +267,13 @@ func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) 
 	z := c.zsink
 	if flags&RecvWait == 0 || flags&RecvPeek != 0 || len(b) == 0 {
 		// The rest comes by buffer copy, after what was read.
-		if !c.waitLocked(func() bool { return c.credits() >= 1 }, now) {
+		if !c.waitLocked(func() bool { return c.credits() >= 1 || c.zsink != z }, now) {
 			return 0, c.recvErr()
+		}
+		if c.zsink != z {
+			// Withdrawn (SrcAvailCancel) while we waited: its SendSM is
+			// pendingSM's; a second one would answer no offer.
+			return 0, ErrWouldBlock
 		}
 		c.zsink = nil
 		c.sendControl(MIDSendSM)
