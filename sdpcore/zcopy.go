@@ -83,6 +83,14 @@ func (c *Conn) zcopyOK(bufs [][]byte, flags SendFlags) bool {
 // for this long: its application is not in a receive call.
 const zcopyBackoff = time.Second
 
+// zcopyNudge and zcopyNudges: how often and how many times a source whose
+// cancelled offer got no answer sends an empty Data message (sendZCopy);
+// eight of them carry more octets than a damaged 8-bit length can claim.
+const (
+	zcopyNudge  = 500 * time.Millisecond
+	zcopyNudges = 8
+)
+
 // sendZCopy offers buf by SrcAvail and waits until the peer has read it or
 // asked for buffer copy. It returns the bytes taken. Called locked.
 func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
@@ -109,14 +117,29 @@ func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
 	_ = c.flush()
 	cancelAt := now.Add(zcopyCancel)
 	cancelled := false
+	var nudgeAt time.Time
+	nudges := 0
 	c.waitLocked(func() bool {
 		if z.read == z.n || z.sendSM {
 			return true
 		}
-		if !cancelled && z.read == 0 && !time.Now().Before(cancelAt) && c.credits() >= 1 {
+		t := time.Now()
+		if !cancelled && z.read == 0 && !t.Before(cancelAt) && c.credits() >= 1 {
 			cancelled = true
+			nudgeAt = t.Add(zcopyNudge)
 			c.sendControl(MIDSrcAvailCncl)
 			c.stats.ZCopyCancels++
+			_ = c.flush()
+		}
+		// A stream damaged on the way (a ULPDU_Length made larger) leaves the
+		// sink waiting for octets that would complete a frame, while this
+		// side waits for its answer. Empty Data messages bring those octets,
+		// so the sink's CRC check fails and the connection ends instead of
+		// hanging; a healthy sink just takes them as credit updates.
+		if cancelled && nudges < zcopyNudges && !t.Before(nudgeAt) && c.credits() >= 1 {
+			nudges++
+			nudgeAt = t.Add(zcopyNudge)
+			c.sendControl(MIDData)
 			_ = c.flush()
 		}
 		return false
@@ -167,7 +190,9 @@ func (c *Conn) waitLocked(done func() bool, now time.Time) bool {
 		if done() {
 			return true
 		}
-		if c.st != stEstablished || c.closed {
+		// After the peer's FIN it can send nothing more: no RDMA Read
+		// Request, no RdmaRdCompl or SendSM. Waiting for one would hang.
+		if c.st != stEstablished || c.closed || c.eof {
 			return false
 		}
 		ev := int16(unix.POLLIN)
