@@ -164,17 +164,9 @@ run_case() {
 	port=$(free_port)
 	sport=$(sdp_port "$port")
 
-	# 1. capture. tcpdump in immediate mode: dumpcap's block-buffered capture (TPACKET_V3) was
-	# seen here to lose the first or the last packets of short transfers on loopback.
-	start_bg "$dir/capture.out" tcpdump -i lo -n -U --immediate-mode -B 65536 -s 0 -Z root \
-		-w "$dir/cap.pcap" "tcp port $port or tcp port $sport"
+	# 1. capture
+	start_capture "$dir" "tcp port $port or tcp port $sport"
 	local cap_pid=$BG_PID
-	local deadline=$((SECONDS + 20))
-	until grep -q 'listening on' "$dir/capture.out" 2>/dev/null; do
-		kill -0 "$cap_pid" 2>/dev/null || die "tcpdump failed: $(cat "$dir/capture.out")"
-		((SECONDS < deadline)) || die "tcpdump did not start within 20s"
-		sleep 0.05
-	done
 
 	# 2. preloaded server and client
 	local -a sdpenv=(LD_PRELOAD="$LIBSDP_SO" SDP_STATS=1 SDP_LOG_LEVEL=info "$@")
@@ -214,6 +206,22 @@ run_case() {
 	fi
 }
 
+# start_capture DIR FILTER: starts tcpdump on lo writing DIR/cap.pcap (its pid in BG_PID) and
+# waits until it captures. Immediate mode: dumpcap's block-buffered capture (TPACKET_V3) was
+# seen here to lose the first or the last packets of short transfers on loopback.
+start_capture() {
+	local dir=$1 filter=$2
+	start_bg "$dir/capture.out" tcpdump -i lo -n -U --immediate-mode -B 65536 -s 0 -Z root \
+		-w "$dir/cap.pcap" "$filter"
+	local pid=$BG_PID deadline=$((SECONDS + 20))
+	until grep -q 'listening on' "$dir/capture.out" 2>/dev/null; do
+		kill -0 "$pid" 2>/dev/null || die "tcpdump failed: $(cat "$dir/capture.out")"
+		((SECONDS < deadline)) || die "tcpdump did not start within 20s"
+		sleep 0.05
+	done
+	BG_PID=$pid
+}
+
 # run_allops NAME FLAGS...: captures iwarp/internal/allops and checks the capture.
 run_allops() {
 	local name=$1
@@ -225,15 +233,8 @@ run_allops() {
 
 	local port
 	port=$(free_port)
-	start_bg "$dir/capture.out" tcpdump -i lo -n -U --immediate-mode -B 65536 -s 0 -Z root \
-		-w "$dir/cap.pcap" "tcp port $port"
+	start_capture "$dir" "tcp port $port"
 	local cap_pid=$BG_PID
-	local deadline=$((SECONDS + 20))
-	until grep -q 'listening on' "$dir/capture.out" 2>/dev/null; do
-		kill -0 "$cap_pid" 2>/dev/null || die "tcpdump failed: $(cat "$dir/capture.out")"
-		((SECONDS < deadline)) || die "tcpdump did not start within 20s"
-		sleep 0.05
-	done
 	if ! timeout 60 "$allops" -port "$port" "$@" >"$dir/allops.out" 2>&1; then
 		problems+=("allops failed: $(tail -n 3 "$dir/allops.out")")
 	fi

@@ -1,6 +1,7 @@
 package sdpcore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,81 +67,29 @@ func itoa(n int) string {
 }
 
 func benchSDP(b *testing.B, size int, cfg Config) {
-	t := b
 	a, p := connPair(b, cfg)
 	buf := make([]byte, size)
-	total := size * b.N
 	done := make(chan error, 1)
 	until := time.Now().Add(5 * time.Minute)
 	go func() {
-		rb := make([]byte, 256<<10)
-		got := 0
-		for got < total {
-			n, err := a.Recv([][]byte{rb}, 0, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(t, a, EvIn, until); err != nil {
-					done <- err
-					return
-				}
-				continue
-			}
-			if err != nil {
-				done <- err
-				return
-			}
-			got += n
-		}
 		// As in the seeds' bandwidth test, the receiver answers with one
 		// byte once it has everything; the sender waits for it.
-		for {
-			n, err := a.Send([][]byte{{1}}, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(t, a, EvOut, until); err != nil {
-					done <- err
-					return
-				}
-				continue
-			}
-			if err == nil && n != 1 {
-				continue
-			}
-			done <- err
-			return
+		err := recvCount(b, a, make([]byte, 256<<10), size*b.N, until)
+		if err == nil {
+			err = sendBytes(b, a, []byte{1}, 0, until)
 		}
+		done <- err
 	}()
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for off := 0; off < size; {
-			n, err := p.Send([][]byte{buf[off:]}, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(t, p, EvOut, until); err != nil {
-					b.Fatal(err)
-				}
-				continue
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			if p.NeedsBackground() { // as the engine does: queued bytes must not wait for the next call
-				go p.Background(time.Minute)
-			}
-			off += n
+		if err := sendBytes(b, p, buf, 0, until); err != nil {
+			b.Fatal(err)
 		}
 	}
-	for ack := make([]byte, 1); ; {
-		n, err := p.Recv([][]byte{ack}, 0, time.Now())
-		if err == ErrWouldBlock {
-			if err := wait(t, p, EvIn, until); err != nil {
-				b.Fatal(err)
-			}
-			continue
-		}
-		if err != nil || n != 1 {
-			b.Fatal("no answer from the receiver:", err)
-		}
-		break
+	if err := recvCount(b, p, make([]byte, 1), 1, until); err != nil {
+		b.Fatal("no answer from the receiver:", err)
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
@@ -151,6 +100,51 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 		b.ReportMetric(float64(tx.UserCopiesTx)/float64(tx.PayloadTx), "copies/B-tx")
 		b.ReportMetric(float64(rx.UserCopiesRx)/float64(rx.PayloadRx), "copies/B-rx")
 	}
+}
+
+// sendBytes sends all of data with flags, waiting (bounded) while the
+// connection takes nothing, and starts the background flush as the engine
+// does after every send.
+func sendBytes(tb testing.TB, c *Conn, data []byte, flags SendFlags, until time.Time) error {
+	for len(data) > 0 {
+		n, err := c.SendFlags([][]byte{data}, flags, time.Now())
+		if c.NeedsBackground() {
+			go c.Background(time.Minute)
+		}
+		if err == ErrWouldBlock {
+			if err := wait(tb, c, EvOut, until); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// recvCount receives n bytes into buf, over and over, waiting (bounded)
+// while none are there.
+func recvCount(tb testing.TB, c *Conn, buf []byte, n int, until time.Time) error {
+	for got := 0; got < n; {
+		k, err := c.Recv([][]byte{buf[:min(len(buf), n-got)]}, 0, time.Now())
+		if err == ErrWouldBlock {
+			if err := wait(tb, c, EvIn, until); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if k == 0 {
+			return fmt.Errorf("end of stream after %d of %d bytes", got, n)
+		}
+		got += k
+	}
+	return nil
 }
 
 func benchTCP(b *testing.B, size int) {
@@ -227,37 +221,13 @@ func benchProgress(b *testing.B, cfg Config, compute time.Duration) {
 	go func() {
 		rb := make([]byte, 64<<10)
 		for i := 0; i < b.N; i++ {
-			for got := 0; got < msg*burst; {
-				n, err := a.Recv([][]byte{rb[:min(len(rb), msg*burst-got)]}, 0, time.Now())
-				if err == ErrWouldBlock {
-					if err := wait(b, a, EvIn, until); err != nil {
-						done <- err
-						return
-					}
-					continue
-				}
-				if err != nil {
-					done <- err
-					return
-				}
-				got += n
+			if err := recvCount(b, a, rb, msg*burst, until); err != nil {
+				done <- err
+				return
 			}
-			for {
-				n, err := a.Send([][]byte{{1}}, time.Now())
-				if err == ErrWouldBlock {
-					if err := wait(b, a, EvOut, until); err != nil {
-						done <- err
-						return
-					}
-					continue
-				}
-				if err != nil || n == 1 {
-					if err != nil {
-						done <- err
-						return
-					}
-					break
-				}
+			if err := sendBytes(b, a, []byte{1}, 0, until); err != nil {
+				done <- err
+				return
 			}
 		}
 		done <- nil
@@ -266,37 +236,14 @@ func benchProgress(b *testing.B, cfg Config, compute time.Duration) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for k := 0; k < burst; k++ {
-			for off := 0; off < msg; {
-				n, err := p.Send([][]byte{buf[off:]}, time.Now())
-				if p.NeedsBackground() {
-					go p.Background(time.Minute)
-				}
-				if err == ErrWouldBlock {
-					if err := wait(b, p, EvOut, until); err != nil {
-						b.Fatal(err)
-					}
-					continue
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				off += n
+			if err := sendBytes(b, p, buf, 0, until); err != nil {
+				b.Fatal(err)
 			}
 		}
 		for end := time.Now().Add(compute); time.Now().Before(end); { // computing: no call
 		}
-		for {
-			n, err := p.Recv([][]byte{ack}, 0, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(b, p, EvIn, until); err != nil {
-					b.Fatal(err)
-				}
-				continue
-			}
-			if err != nil || n != 1 {
-				b.Fatal("no answer:", err)
-			}
-			break
+		if err := recvCount(b, p, ack, 1, until); err != nil {
+			b.Fatal("no answer:", err)
 		}
 	}
 	if err := <-done; err != nil {

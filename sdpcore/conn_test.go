@@ -135,31 +135,36 @@ func recvAll(t *testing.T, c *Conn, want int, rng *rand.Rand, until time.Time) (
 // exchange streams size random bytes each way at once, with random send and
 // receive sizes, then closes both ends and checks every byte.
 func exchange(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
+	return exchangeWith(t, cfg, size, seed, sendAll)
+}
+
+// exchangeWith sends size random bytes each way at once, each side sending
+// with send and then shutting down its sending side, each receiving with
+// random sizes, and checks every byte. It returns both ends' counters.
+func exchangeWith(t *testing.T, cfg Config, size int, seed int64,
+	send func(*testing.T, *Conn, []byte, *rand.Rand, time.Time) error) (Stats, Stats) {
 	a, p := connPair(t, cfg)
-	until := time.Now().Add(60 * time.Second)
+	until := time.Now().Add(120 * time.Second)
 	rng := rand.New(rand.NewSource(seed))
-	dataA := make([]byte, size)
-	dataP := make([]byte, size)
+	dataA, dataP := make([]byte, size), make([]byte, size)
 	rng.Read(dataA)
 	rng.Read(dataP)
 	var wg sync.WaitGroup
 	var gotA, gotP []byte
 	errs := make([]error, 4)
 	wg.Add(4)
-	go func() {
+	sendSide := func(i int, c *Conn, data []byte) {
 		defer wg.Done()
-		errs[0] = sendAll(t, a, dataA, rand.New(rand.NewSource(seed+1)), until)
-		if errs[0] == nil {
-			errs[0] = a.Shutdown(false, true, time.Now())
+		errs[i] = send(t, c, data, rand.New(rand.NewSource(seed+int64(i)+1)), until)
+		if errs[i] == nil {
+			errs[i] = c.Shutdown(false, true, time.Now())
+			if c.NeedsBackground() { // as the engine does after shutdown
+				go c.Background(time.Minute)
+			}
 		}
-	}()
-	go func() {
-		defer wg.Done()
-		errs[1] = sendAll(t, p, dataP, rand.New(rand.NewSource(seed+2)), until)
-		if errs[1] == nil {
-			errs[1] = p.Shutdown(false, true, time.Now())
-		}
-	}()
+	}
+	go sendSide(0, a, dataA)
+	go sendSide(1, p, dataP)
 	go func() {
 		defer wg.Done()
 		gotA, errs[2] = recvAll(t, a, size, rand.New(rand.NewSource(seed+3)), until)
@@ -174,9 +179,9 @@ func exchange(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
 	}
 	require.True(t, bytes.Equal(dataP, gotA), "active side received %d bytes, not the %d sent", len(gotA), len(dataP))
 	require.True(t, bytes.Equal(dataA, gotP), "passive side received %d bytes, not the %d sent", len(gotP), len(dataA))
-	require.True(t, a.Close(time.Now()) || true)
-	p.Close(time.Now())
-	return a.Stats(), p.Stats()
+	sa, sp := a.Stats(), p.Stats()
+	closeBoth(t, a, p)
+	return sa, sp
 }
 
 func TestStreamBothWays(t *testing.T) {
@@ -291,7 +296,7 @@ func TestSilentPeerTimesOut(t *testing.T) {
 	require.Equal(t, "timeout", fb.Reason)
 }
 
-func mustDup(t *testing.T, fd int) int {
+func mustDup(t testing.TB, fd int) int {
 	d, err := unix.Dup(fd)
 	require.NoError(t, err)
 	return d

@@ -86,45 +86,7 @@ func TestModesMatrix(t *testing.T) {
 // exchangeModes is exchange with senders that mix blocking and
 // non-blocking calls and sizes up to 1 MiB.
 func exchangeModes(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
-	a, p := connPair(t, cfg)
-	until := time.Now().Add(120 * time.Second)
-	rng := rand.New(rand.NewSource(seed))
-	dataA, dataP := make([]byte, size), make([]byte, size)
-	rng.Read(dataA)
-	rng.Read(dataP)
-	var wg sync.WaitGroup
-	var gotA, gotP []byte
-	errs := make([]error, 4)
-	wg.Add(4)
-	send := func(i int, c *Conn, data []byte) {
-		defer wg.Done()
-		errs[i] = sendMixed(t, c, data, rand.New(rand.NewSource(seed+int64(i))), until)
-		if errs[i] == nil {
-			errs[i] = c.Shutdown(false, true, time.Now())
-			if c.NeedsBackground() { // as the engine does after shutdown
-				go c.Background(time.Minute)
-			}
-		}
-	}
-	go send(0, a, dataA)
-	go send(1, p, dataP)
-	go func() {
-		defer wg.Done()
-		gotA, errs[2] = recvAll(t, a, size, rand.New(rand.NewSource(seed+3)), until)
-	}()
-	go func() {
-		defer wg.Done()
-		gotP, errs[3] = recvAll(t, p, size, rand.New(rand.NewSource(seed+4)), until)
-	}()
-	wg.Wait()
-	for i, err := range errs {
-		require.NoError(t, err, "worker %d\nactive:  %v\npassive: %v", i, a, p)
-	}
-	require.True(t, bytes.Equal(dataP, gotA), "active side received %d bytes, not the %d sent", len(gotA), len(dataP))
-	require.True(t, bytes.Equal(dataA, gotP), "passive side received %d bytes, not the %d sent", len(gotP), len(dataA))
-	sa, sp := a.Stats(), p.Stats()
-	closeBoth(t, a, p)
-	return sa, sp
+	return exchangeWith(t, cfg, size, seed, sendMixed)
 }
 
 // sendMixed sends data in random pieces of 1 byte to 1 MiB (most of them
@@ -181,7 +143,7 @@ func closeBoth(t *testing.T, cs ...*Conn) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
 		if !c.Close(time.Now()) {
-			d := mustDupT(t, c.Fd())
+			d := mustDup(t, c.Fd())
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -190,12 +152,6 @@ func closeBoth(t *testing.T, cs ...*Conn) {
 		}
 	}
 	wg.Wait()
-}
-
-func mustDupT(t testing.TB, fd int) int {
-	d, err := unix.Dup(fd)
-	require.NoError(t, err)
-	return d
 }
 
 // TestFlowControlNegotiation: both ends use a mode only when both asked

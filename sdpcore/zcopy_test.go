@@ -11,23 +11,7 @@ import (
 
 // sendWait sends all of data with SendWait, as a blocking send(2) would.
 func sendWait(t *testing.T, c *Conn, data []byte, until time.Time) error {
-	for len(data) > 0 {
-		n, err := c.SendFlags([][]byte{data}, SendWait, time.Now())
-		if c.NeedsBackground() { // as the engine does after every send
-			go c.Background(time.Minute)
-		}
-		if err == ErrWouldBlock {
-			if err := wait(t, c, EvOut, until); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		data = data[n:]
-	}
-	return nil
+	return sendBytes(t, c, data, SendWait, until)
 }
 
 // recvN receives n bytes in calls of at most chunk bytes with flags.
