@@ -35,12 +35,15 @@ type QP struct {
 	rx      *RxDeframer
 	full    bool
 	mulpdu  int
+	emss    int // the TCP segment size FPDUs are cut for
 
-	txbuf  []byte
-	txoff  int
-	txEnds []int // end offset in txbuf of each frame (FPDU or MPA frame)
-	mmsg   [maxBatch]unix.Mmsghdr
-	iov    [maxBatch]unix.Iovec
+	txbuf   []byte
+	txoff   int
+	txEnds  []int  // end offset in txbuf of each frame (FPDU or MPA frame)
+	recOff  int    // txbuf offset where the record being written began (Flush)
+	records uint64 // records (sendmmsg messages) written whole
+	mmsg    [maxBatch]unix.Mmsghdr
+	iov     [maxBatch]unix.Iovec
 
 	cur      *RxChunk // chunk being filled and parsed
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
@@ -141,18 +144,41 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 	if q.mulpdu > maxULPDULength {
 		q.mulpdu = maxULPDULength
 	}
+	q.emss = mss
 	q.full = true
 }
 
 // MULPDU returns the largest ULPDU this QP puts into one FPDU.
 func (q *QP) MULPDU() int { return q.mulpdu }
 
+// segmentFit returns the longest ULPDU for the next FPDU: one whose FPDU is
+// exactly one TCP segment long at the current stream position when FPDUs are
+// aligned and there is one, else the MULPDU. The MULPDU assumes the most
+// markers a segment can hold; where fewer fall, the exact fit carries up to
+// a marker's octets more. FPDUs that fill their segment exactly can be
+// handed to the kernel together (Flush) and still start every segment.
+func (q *QP) segmentFit() int {
+	w := q.emss
+	if q.noAlign || w%4 != 0 || w-ulpduLenLen-crcLen > q.tx.maxULPDU {
+		return q.mulpdu
+	}
+	// With m markers, ULPDU w-6-4m needs no PAD and makes the FPDU w long.
+	for u := w - ulpduLenLen - crcLen; u > q.mulpdu; u -= MarkerLen {
+		if q.tx.WireLen(u) == w {
+			return u
+		}
+	}
+	return q.mulpdu
+}
+
 // TxStats and RxStats report the framing counters.
 func (q *QP) TxStats() TxStats {
 	if q.tx == nil {
 		return TxStats{}
 	}
-	return q.tx.Stats()
+	s := q.tx.Stats()
+	s.Records = q.records
+	return s
 }
 
 // RxStats reports the deframing counters.
@@ -206,14 +232,10 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	if h.tagged {
 		hl = DDPTaggedHeaderLen
 	}
-	maxData := q.mulpdu - hl
 	mo := 0
 	pi, po := 0, 0 // position in parts
 	for {
-		n := total - mo
-		if n > maxData {
-			n = maxData
-		}
+		n := min(total-mo, q.segmentFit()-hl)
 		last := mo+n == total
 		if h.tagged {
 			EncodeTaggedHeader(q.hdr[:], last, h.ctrl, h.stag, h.to+uint64(mo))
@@ -307,30 +329,37 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 // Flush writes queued bytes. It returns nil when all are written, unix.EAGAIN
 // when the socket is full, or the socket's error.
 //
-// Each FPDU goes out as its own record (sendmmsg with MSG_EOR), so the
-// kernel never merges the end of one FPDU and the start of the next into
-// one segment: FPDUs are no larger than the MSS, and so every TCP segment
-// starts with an FPDU, as RFC 5044 §5 asks of senders ("FPDU alignment").
+// FPDUs go out in records (sendmmsg with MSG_EOR), so the kernel never
+// merges the end of one FPDU and the start of the next into one segment:
+// FPDUs are no larger than the MSS, and so every TCP segment starts with an
+// FPDU, as RFC 5044 §5 asks of senders ("FPDU alignment"). A record is one
+// FPDU, or a run of FPDUs that each fill a segment exactly (segmentFit) and
+// the FPDU after them: the kernel cuts it at the same places, but handles it
+// as one large buffer (GSO) instead of one packet per FPDU, which over a
+// real MTU made every FPDU cost a trip through both stacks.
 func (q *QP) Flush() error {
 	if q.noAlign {
 		return q.flushStream()
 	}
 	for q.txoff < len(q.txbuf) {
 		n := 0
-		start := q.txoff
-		for _, end := range q.txEnds {
+		start, rec := q.txoff, q.recOff
+		for i, end := range q.txEnds {
 			if n == maxBatch {
 				break
 			}
 			if end <= start {
 				continue
 			}
+			if q.emss > 0 && (end-rec)%q.emss == 0 && i+1 < len(q.txEnds) {
+				continue // whole segments so far: the record goes on
+			}
 			q.iov[n].Base = &q.txbuf[start]
 			q.iov[n].SetLen(end - start)
 			q.mmsg[n].Hdr = unix.Msghdr{Iov: &q.iov[n], Iovlen: 1}
 			q.mmsg[n].Len = 0
 			n++
-			start = end
+			start, rec = end, end
 		}
 		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])), uintptr(n),
 			q.sendFlags(), 0, 0)
@@ -345,9 +374,11 @@ func (q *QP) Flush() error {
 		for i := 0; i < int(r); i++ {
 			q.txoff += int(q.mmsg[i].Len)
 			if uint64(q.mmsg[i].Len) != q.iov[i].Len {
-				short = true
+				short = true // the rest of this record follows in the next call
 				break
 			}
+			q.recOff = q.txoff
+			q.records++
 		}
 		if short || int(r) < n {
 			q.dropSentEnds()
@@ -355,16 +386,21 @@ func (q *QP) Flush() error {
 			return unix.EAGAIN
 		}
 	}
+	q.txDone()
+	return nil
+}
+
+// txDone empties the transmit buffer once every queued byte is written.
+func (q *QP) txDone() {
 	if cap(q.txbuf) > txShrinkAbove {
 		q.txbuf = nil
 	} else {
 		q.txbuf = q.txbuf[:0]
 	}
-	q.txoff = 0
+	q.txoff, q.recOff = 0, 0
 	q.txEnds = q.txEnds[:0]
 	q.respEnds = q.respEnds[:0]
 	q.last.ok = false
-	return nil
 }
 
 // dropSentEnds forgets frame ends that are fully written.
@@ -698,15 +734,10 @@ func (q *QP) flushStream() error {
 		}
 		if err != nil {
 			q.dropSentEnds()
+			q.retireResponses()
 			return err
 		}
 	}
-	if cap(q.txbuf) > txShrinkAbove {
-		q.txbuf = nil
-	} else {
-		q.txbuf = q.txbuf[:0]
-	}
-	q.txoff = 0
-	q.txEnds = q.txEnds[:0]
+	q.txDone()
 	return nil
 }

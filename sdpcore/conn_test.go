@@ -23,6 +23,12 @@ func tcpPair(t testing.TB) (int, int) { return testnet.TCPPair(t) }
 func connPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 	t.Helper()
 	cfd, afd := tcpPair(t)
+	return connPairOn(t, cfg, cfd, afd)
+}
+
+// connPairOn is connPair over a given connection (cfd connected, afd accepted).
+func connPairOn(t testing.TB, cfg Config, cfd, afd int) (*Conn, *Conn) {
+	t.Helper()
 	cfg.Sanitize()
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
 		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80, FlowControl: cfg.FlowControl}

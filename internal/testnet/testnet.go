@@ -13,6 +13,14 @@ import (
 // one and the accepted one, closed when the test ends.
 func TCPPair(t testing.TB) (client, server int) {
 	t.Helper()
+	return TCPPairMSS(t, 0)
+}
+
+// TCPPairMSS is TCPPair with segments of at most mss octets (TCP_MAXSEG on
+// both ends before the handshake), as over a link with a small MTU; 0 keeps
+// loopback's.
+func TCPPairMSS(t testing.TB, mss int) (client, server int) {
+	t.Helper()
 	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	defer unix.Close(l)
@@ -22,6 +30,10 @@ func TCPPair(t testing.TB) (client, server int) {
 	require.NoError(t, err)
 	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
+	if mss > 0 {
+		require.NoError(t, unix.SetsockoptInt(l, unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss))
+		require.NoError(t, unix.SetsockoptInt(c, unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss))
+	}
 	require.NoError(t, unix.Connect(c, sa))
 	a, _, err := unix.Accept4(l, unix.SOCK_CLOEXEC)
 	require.NoError(t, err)

@@ -1,0 +1,98 @@
+package iwarp
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestFPDUsFillSegments: with FPDUs aligned, a message longer than one
+// segment is cut into FPDUs that each fill a segment of the MSS exactly
+// (only the last is shorter), and the whole message goes to the kernel as
+// one record, which it cuts at the same places. Were each FPDU its own
+// record, every FPDU would travel as its own packet (about 1400 octets)
+// through both TCP stacks.
+func TestFPDUsFillSegments(t *testing.T) {
+	forModes(t, func(t *testing.T, o pairOpts) {
+		a, b := qpPair(t, o)
+		const mss = 1448 // what qpPair gives StartFullOperation
+		msg := pattern(300<<10, 3)
+		records, fpdus := a.qp.TxStats().Records, a.qp.TxStats().FPDUs
+		a.qp.PostSend(OpSend, msg)
+		prev := 0
+		for i, end := range a.qp.txEnds {
+			if i < len(a.qp.txEnds)-1 {
+				require.Equal(t, mss, end-prev, "FPDU %d of %d", i, len(a.qp.txEnds))
+			} else {
+				require.LessOrEqual(t, end-prev, mss)
+			}
+			prev = end
+		}
+		n := a.qp.TxStats().FPDUs - fpdus
+		require.Equal(t, uint64(len(a.qp.txEnds)), n)
+		require.LessOrEqual(t, n, uint64(len(msg)/(mss-64)+1), "FPDUs carry too little")
+		run(t, a, b, func() bool { return len(b.segs) > 0 && b.segs[len(b.segs)-1].Last })
+		got, _ := message(t, b.segs, 0)
+		require.Equal(t, msg, got)
+		require.Equal(t, records+1, a.qp.TxStats().Records, "%d FPDUs in more than one record", n)
+	})
+}
+
+// TestSegmentFit: at every stream position the ULPDU chosen for a full
+// FPDU makes it exactly one segment long, or falls back to the MULPDU (the
+// FPDU then ends its record); never longer than the segment.
+func TestSegmentFit(t *testing.T) {
+	for _, tc := range []struct {
+		markers bool
+		emss    int
+		exact   bool
+	}{{true, 1448, true}, {false, 1448, true}, {true, 9000, true}, {true, 1450, false}, {true, 65483, false}} {
+		q := NewQP(-1)
+		q.StartFullOperation(tc.markers, tc.markers, true, DefaultMarkerSpacing, tc.emss)
+		fits := 0
+		for pos := uint64(0); pos < 4*DefaultMarkerSpacing; pos += 4 {
+			require.NoError(t, q.tx.SetPos(pos))
+			u := q.segmentFit()
+			require.GreaterOrEqual(t, u, q.MULPDU())
+			w := q.tx.WireLen(u)
+			require.LessOrEqual(t, w, tc.emss, "emss %d, position %d: ULPDU %d", tc.emss, pos, u)
+			if w == tc.emss {
+				fits++
+			} else {
+				require.Equal(t, q.MULPDU(), u)
+			}
+		}
+		if tc.exact {
+			require.Greater(t, fits, 4*DefaultMarkerSpacing/4*9/10, "emss %d: too few exact fits", tc.emss)
+		} else {
+			require.Zero(t, fits, "emss %d", tc.emss)
+		}
+		q.SetAlign(false)
+		require.Equal(t, q.MULPDU(), q.segmentFit())
+	}
+}
+
+// TestUnalignedAnswersManyReads: a QP that lets the kernel merge FPDUs
+// (SetAlign(false)) forgets each Read Response once it is written, as an
+// aligned one does, so Reads issued one after another never count against
+// its IRD (they once did, and the read after the IRD'th ended the stream).
+func TestUnalignedAnswersManyReads(t *testing.T) {
+	a, b := qpPair(t, pairOpts{true, true})
+	b.qp.SetAlign(false)
+	src := pattern(20000, 9)
+	srcTag, err := b.qp.Register(src, AccessRemoteRead)
+	require.NoError(t, err)
+	sink := make([]byte, len(src))
+	sinkTag, err := a.qp.Register(sink, AccessLocalWrite)
+	require.NoError(t, err)
+	for i := range 3 * DefaultIRD {
+		clear(sink)
+		_, err := a.qp.PostReadRequest(ReadRequest{SinkSTag: uint32(sinkTag), Size: uint32(len(src)), SrcSTag: uint32(srcTag)})
+		require.NoError(t, err, "read %d", i)
+		run(t, a, b, func() bool { return len(a.comps) == i+1 || a.err != nil || b.err != nil })
+		require.NoError(t, a.err, "read %d", i)
+		require.NoError(t, b.err, "read %d", i)
+		require.Equal(t, CompReadDone, a.comps[i].Kind)
+		require.Equal(t, src, sink, "read %d", i)
+	}
+}

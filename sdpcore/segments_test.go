@@ -1,0 +1,85 @@
+package sdpcore
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"libsdp/internal/testnet"
+)
+
+// TestFPDUsFillSegmentsOverSmallMSS: over a connection whose segments are
+// cut for a 1500-octet MTU (veth, Ethernet), the engine takes the MSS from
+// the socket once the handshake is done, cuts FPDUs that fill one segment
+// each, and hands every message to the kernel as one record, copies (64 KiB
+// Data messages) and zero copy (1 MiB Read Responses) alike. Were every
+// FPDU its own record, each would cross both TCP stacks as its own packet:
+// between two network namespaces that held libsdp to a fraction of TCP's
+// bandwidth. Counted, not timed.
+func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
+	for _, markers := range []bool{true, false} {
+		t.Run(map[bool]string{true: "markers", false: "nomarkers"}[markers], func(t *testing.T) {
+			cfd, afd := testnet.TCPPairMSS(t, 1448)
+			cfg := DefaultConfig()
+			cfg.Markers = markers
+			a, p := connPairOn(t, cfg, cfd, afd)
+			mss, err := unix.GetsockoptInt(cfd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+			require.NoError(t, err)
+			require.LessOrEqual(t, mss, 1448, "TCP_MAXSEG did not limit the segments")
+
+			until := time.Now().Add(30 * time.Second)
+			data := make([]byte, 4<<20)
+			rand.New(rand.NewSource(7)).Read(data)
+			done := make(chan error, 1)
+			go func() {
+				// 2 MiB as 64 KiB sends (Data messages), then 2 MiB in
+				// blocking 1 MiB sends a waiting reader takes by zero copy.
+				for off := 0; off < 2<<20; off += 64 << 10 {
+					if err := sendBytes(t, a, data[off:off+64<<10], 0, until); err != nil {
+						done <- err
+						return
+					}
+				}
+				for off := 2 << 20; off < len(data); off += 1 << 20 {
+					if err := sendBytes(t, a, data[off:off+1<<20], SendWait, until); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			got := make([]byte, 0, len(data))
+			buf := make([]byte, 1<<20)
+			for len(got) < len(data) {
+				k, err := p.Recv([][]byte{buf[:min(len(buf), len(data)-len(got))]}, RecvWait, time.Now())
+				if err == ErrWouldBlock {
+					require.NoError(t, wait(t, p, EvIn, until))
+					continue
+				}
+				require.NoError(t, err)
+				require.NotZero(t, k, "end of stream after %d bytes", len(got))
+				got = append(got, buf[:k]...)
+			}
+			require.NoError(t, <-done)
+			require.True(t, bytes.Equal(data, got), "the bytes received differ from those sent")
+
+			s := a.Stats()
+			t.Logf("mss %d: %d FPDUs, %d wire octets, %d records, %d bytes by zero copy", mss, s.Tx.FPDUs, s.Tx.Bytes, s.Tx.Records, s.ZCopyTx)
+			require.NotZero(t, s.ZCopyTx, "no zero copy: the second half was not covered")
+			// ULPDUs of about mss-6-4*3 octets: 4 MiB in about 3000 FPDUs; a
+			// few more for credit updates and the zero-copy messages.
+			perFPDU := float64(s.Tx.Bytes) / float64(s.Tx.FPDUs)
+			require.Greater(t, perFPDU, float64(mss)*0.9, "%d FPDUs, %d wire octets", s.Tx.FPDUs, s.Tx.Bytes)
+			require.LessOrEqual(t, perFPDU, float64(mss), "FPDUs longer than a segment")
+			require.LessOrEqual(t, s.Tx.FPDUs, uint64(len(data)/(mss-64)+200))
+			// 32 Data messages and 2 Read Responses, a record each (more when
+			// the socket was full in the middle of one), plus the small messages.
+			require.NotZero(t, s.Tx.Records)
+			require.Less(t, s.Tx.Records*8, s.Tx.FPDUs, "%d FPDUs in %d records", s.Tx.FPDUs, s.Tx.Records)
+		})
+	}
+}
