@@ -87,7 +87,6 @@ type TxFramer struct {
 type TxStats struct {
 	FPDUs, Markers uint64
 	Bytes          uint64 // wire octets, markers included
-	Records        uint64 // QP only: records handed to the kernel whole (FPDUs aligned)
 }
 
 // NewTxFramer returns a framer for a direction whose Full Operation starts

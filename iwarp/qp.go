@@ -176,10 +176,12 @@ func (q *QP) TxStats() TxStats {
 	if q.tx == nil {
 		return TxStats{}
 	}
-	s := q.tx.Stats()
-	s.Records = q.records
-	return s
+	return q.tx.Stats()
 }
+
+// TxRecords returns the number of records (runs of FPDUs ending in one
+// MSG_EOR) written whole since the QP began.
+func (q *QP) TxRecords() uint64 { return q.records }
 
 // RxStats reports the deframing counters.
 func (q *QP) RxStats() RxStats {

@@ -17,7 +17,7 @@ func TestFPDUsFillSegments(t *testing.T) {
 		a, b := qpPair(t, o)
 		const mss = 1448 // what qpPair gives StartFullOperation
 		msg := pattern(300<<10, 3)
-		records, fpdus := a.qp.TxStats().Records, a.qp.TxStats().FPDUs
+		records, fpdus := a.qp.TxRecords(), a.qp.TxStats().FPDUs
 		a.qp.PostSend(OpSend, msg)
 		prev := 0
 		for i, end := range a.qp.txEnds {
@@ -34,7 +34,7 @@ func TestFPDUsFillSegments(t *testing.T) {
 		run(t, a, b, func() bool { return len(b.segs) > 0 && b.segs[len(b.segs)-1].Last })
 		got, _ := message(t, b.segs, 0)
 		require.Equal(t, msg, got)
-		require.Equal(t, records+1, a.qp.TxStats().Records, "%d FPDUs in more than one record", n)
+		require.Equal(t, records+1, a.qp.TxRecords(), "%d FPDUs in more than one record", n)
 	})
 }
 

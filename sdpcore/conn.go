@@ -77,6 +77,7 @@ type Stats struct {
 	FlowControl            string // the mode agreed with the peer
 	Buffering, Progress    string // the local modes
 	Tx                     iwarp.TxStats
+	TxRecords              uint64 // runs of FPDUs handed to the kernel as one record (iwarp.QP.TxRecords)
 	Rx                     iwarp.RxStats
 	Markers, CRC, RxMarker bool
 	Up                     bool // Hello/HelloAck done and the first FPDU passed
@@ -244,7 +245,7 @@ func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Tx, s.Rx = c.qp.TxStats(), c.qp.RxStats()
+	s.Tx, s.Rx, s.TxRecords = c.qp.TxStats(), c.qp.RxStats(), c.qp.TxRecords()
 	return s
 }
 

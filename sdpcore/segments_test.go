@@ -68,7 +68,7 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			require.True(t, bytes.Equal(data, got), "the bytes received differ from those sent")
 
 			s := a.Stats()
-			t.Logf("mss %d: %d FPDUs, %d wire octets, %d records, %d bytes by zero copy", mss, s.Tx.FPDUs, s.Tx.Bytes, s.Tx.Records, s.ZCopyTx)
+			t.Logf("mss %d: %d FPDUs, %d wire octets, %d records, %d bytes by zero copy", mss, s.Tx.FPDUs, s.Tx.Bytes, s.TxRecords, s.ZCopyTx)
 			require.NotZero(t, s.ZCopyTx, "no zero copy: the second half was not covered")
 			// ULPDUs of about mss-6-4*3 octets: 4 MiB in about 3000 FPDUs; a
 			// few more for credit updates and the zero-copy messages.
@@ -78,8 +78,8 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			require.LessOrEqual(t, s.Tx.FPDUs, uint64(len(data)/(mss-64)+200))
 			// 32 Data messages and 2 Read Responses, a record each (more when
 			// the socket was full in the middle of one), plus the small messages.
-			require.NotZero(t, s.Tx.Records)
-			require.Less(t, s.Tx.Records*8, s.Tx.FPDUs, "%d FPDUs in %d records", s.Tx.FPDUs, s.Tx.Records)
+			require.NotZero(t, s.TxRecords)
+			require.Less(t, s.TxRecords*8, s.Tx.FPDUs, "%d FPDUs in %d records", s.Tx.FPDUs, s.TxRecords)
 		})
 	}
 }
