@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -234,6 +235,7 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	if h.tagged {
 		hl = DDPTaggedHeaderLen
 	}
+	q.reserveTx(total)
 	mo := 0
 	pi, po := 0, 0 // position in parts
 	for {
@@ -269,6 +271,23 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 		if last {
 			return
 		}
+	}
+}
+
+// reserveTx makes room in the transmit buffer for a message of total
+// payload octets in one allocation: grown FPDU by FPDU, a message of
+// megabytes (a Read Response) would copy the buffer over and over.
+func (q *QP) reserveTx(total int) {
+	if total < 1<<16 {
+		return
+	}
+	segs := total/max(q.mulpdu-DDPTaggedHeaderLen, 1) + 1
+	wire := total + segs*(DDPTaggedHeaderLen+ulpduLenLen+3+crcLen+MarkerLen)
+	if q.tx.markers {
+		wire += (wire/q.tx.spacing + 1) * MarkerLen
+	}
+	if cap(q.txbuf)-len(q.txbuf) < wire {
+		q.txbuf = slices.Grow(q.txbuf, wire)
 	}
 }
 
