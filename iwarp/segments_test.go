@@ -119,6 +119,7 @@ func TestLargeMessageOneAllocation(t *testing.T) {
 		})
 		require.Greater(t, size, txShrinkAbove)
 		require.Less(t, size, used+used/20, "reserved too much")
-		require.LessOrEqual(t, allocs, 1.0, "markers %t, emss %d", tc.markers, tc.emss)
+		// One for the buffer (the race detector may add one or two of its own).
+		require.LessOrEqual(t, allocs, 3.0, "markers %t, emss %d", tc.markers, tc.emss)
 	}
 }
