@@ -521,6 +521,7 @@ static struct {
 	sdp_query_fn query;
 	sdp_take_early_fn take_early;
 	sdp_engine_exit_fn exit;
+	sdp_recv_cancel_fn recv_cancel; /* optional: Write ZCopy */
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -631,6 +632,7 @@ static int load_engine(void)
 			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
 			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
 			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
+			eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -740,6 +742,7 @@ static int build_request(uint8_t *b, int fd, uint16_t app_port)
 		 !IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&l)->sin6_addr);
 	hh[0] = 0x11;
 	hh[1] = (v6 ? 6 : 4) << 4;
+	hh[1] |= SDP_CAP_WRITE_ZCOPY; /* sdp_recvv ends a Write ZCopy wait by sdp_recv_cancel */
 	hh[3] = 1;
 	hh[14] = hello_flow_control();
 	put32(hh + 4, cfg.buf_size);
@@ -1546,6 +1549,13 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				return -1;
 			}
 			int w = wait_ready(fd, POLLIN);
+			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_RECV_WAIT) && eng.recv_cancel) {
+				/* The engine may have offered these buffers to the
+				 * peer (Write ZCopy): take them back before returning. */
+				int64_t k = eng.recv_cancel(fd, local, lc);
+				if (k > 0)
+					return done + (size_t)k;
+			}
 			if (w == -EINTR) {
 				if (done)
 					return done;

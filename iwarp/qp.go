@@ -507,6 +507,9 @@ func (q *QP) Fill() (int, error) {
 	q.ensureRoom(q.minRead())
 	for {
 		room := q.cur.buf[q.rxw:]
+		if lim := q.watchRead(); lim > 0 && lim < len(room) {
+			room = room[:lim]
+		}
 		n, _, err := unix.Recvfrom(q.fd, room, unix.MSG_DONTWAIT)
 		if err == unix.EINTR {
 			continue
@@ -531,6 +534,37 @@ func (q *QP) Fill() (int, error) {
 		}
 		return n, nil
 	}
+}
+
+// watchRead bounds a read while RDMA Writes into a watched region are
+// expected (WatchWrites): a read that stops at the end of the headers of
+// the next FPDU, or at the end of the FPDU whose headers are in, leaves
+// the payload of a large tagged FPDU in the socket, so that direct
+// placement reads it straight into the region instead of a copy out of
+// the receive chunk. It costs a system call per FPDU, only then. 0: no
+// bound.
+func (q *QP) watchRead() int {
+	if q.watch == 0 || q.direct.off || !q.full || q.rx == nil {
+		return 0
+	}
+	var buf []byte
+	if q.cur != nil {
+		buf = q.cur.buf[q.rxr:q.rxw]
+	}
+	d := q.rx
+	need := ulpduLenLen + DDPTaggedHeaderLen
+	if d.markers {
+		if off := int(d.pos % uint64(d.spacing)); off == 0 || d.spacing-off < need {
+			need += MarkerLen
+		}
+	}
+	if len(buf) < need {
+		return need - len(buf)
+	}
+	if _, _, _, wire, err := d.header(buf); err == nil && wire > len(buf) {
+		return wire - len(buf)
+	}
+	return 0
 }
 
 // minRead is the room Fill wants before reading.

@@ -3,6 +3,7 @@ package iwarp
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // RDMA operations of a QP: tagged transfers into and out of registered
@@ -96,6 +97,11 @@ type rdma struct {
 	comps        []Completion
 	remoteEvents bool
 
+	// written counts the octets of completed RDMA Write messages placed
+	// into the region watch names (WatchWrites).
+	watch   STag
+	written int
+
 	// RDMA Write message being placed: where it started and its length.
 	inWrite    bool
 	writeSTag  STag
@@ -116,6 +122,47 @@ func (q *QP) Register(buf []byte, access Access) (STag, error) { return q.mem.Re
 
 // Invalidate is q.Mem().Invalidate: a local invalidation.
 func (q *QP) Invalidate(s STag) bool { return q.mem.Invalidate(s) }
+
+// WatchWrites starts counting the octets of the peer's completed RDMA
+// Write messages into the region s (0: none), from zero: a ULP checks the
+// peer's own report of what it wrote (SDP's RdmaWrCompl) against it.
+func (q *QP) WatchWrites(s STag) { q.watch, q.written = s, 0 }
+
+// Written is the count WatchWrites started.
+func (q *QP) Written() int { return q.written }
+
+// Rebind moves the valid region s to buf, which must be as long: the
+// region's octets are copied into buf, and the rest of a direct placement
+// into it lands in buf too. The STag stays valid, so the peer's operations
+// go on as before, into buf; the old buffer is no longer touched. This is
+// how a ULP takes its memory back from a transfer it cannot wait for.
+func (q *QP) Rebind(s STag, buf []byte) bool {
+	r := q.mem.lookup(s)
+	if r == nil || len(buf) != len(r.buf) {
+		return false
+	}
+	old := r.buf
+	copy(buf, old)
+	r.buf = buf
+	x := &q.direct
+	if !x.active || STag(x.seg.STag) != s {
+		return true
+	}
+	remap := func(b []byte) []byte {
+		if !overlaps(b, old) {
+			return b
+		}
+		off := int(uintptr(unsafe.Pointer(&b[0])) - uintptr(unsafe.Pointer(&old[0])))
+		return buf[off : off+len(b) : off+len(b)]
+	}
+	for i := x.next; i < len(x.pieces); i++ {
+		if x.pieces[i].mark == nil {
+			x.pieces[i].b = remap(x.pieces[i].b)
+		}
+	}
+	x.seg.Payload = remap(x.seg.Payload)
+	return true
+}
 
 // SetReadLimits sets the IRD (Read Requests from the peer answered but not
 // yet written) and the ORD (Read Requests posted here and not yet
@@ -222,6 +269,9 @@ func (q *QP) placeWrite(s *DDPSegment) error {
 	q.writeLen += n
 	if s.Last {
 		q.inWrite = false
+		if q.watch != 0 && q.writeSTag == q.watch {
+			q.written += q.writeLen
+		}
 		if q.remoteEvents && !q.rtrSeg {
 			q.comps = append(q.comps, Completion{Kind: CompWritePlaced, STag: q.writeSTag, TO: q.writeStart, Len: q.writeLen})
 		}

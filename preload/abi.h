@@ -111,4 +111,18 @@ typedef int (*sdp_engine_exit_fn)(void);
 #define SDP_RECV_OOB 4
 #define SDP_RECV_FILL 8
 
+/* Write ZCopy. A blocking recv (SDP_RECV_WAIT) that finds nothing buffered
+ * may offer its buffer to the peer (SinkAvail) and answer -EAGAIN: the
+ * caller waits as for any -EAGAIN (sdp_poll) and calls sdp_recvv again
+ * with the same buffers, which then returns what the peer wrote into them.
+ * A call that ends instead (a signal, an error) must first call
+ * sdp_recv_cancel with those buffers: afterwards the peer never touches
+ * them. It returns the bytes already written into them, which the call
+ * returns, or 0 (the call ends with its error). The shim's Hello carries
+ * SDP_CAP_WRITE_ZCOPY (Hello Header byte 1, low nibble) because it does
+ * so; the engine, from the same build, offers only when both Hello and
+ * HelloAck carry it. */
+typedef int64_t (*sdp_recv_cancel_fn)(int fd, const struct iovec *iov, int iovcnt);
+#define SDP_CAP_WRITE_ZCOPY 0x04
+
 #endif

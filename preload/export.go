@@ -136,6 +136,21 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
+//export sdp_recv_cancel
+func sdp_recv_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return 0
+	}
+	for _, b := range iovecs(iov, cnt) {
+		if len(b) > 0 {
+			return C.int64_t(c.CancelRecv(b))
+		}
+	}
+	return 0
+}
+
 //export sdp_poll
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)

@@ -73,7 +73,10 @@ type Stats struct {
 	DirectPlacedRx         uint64 // ring or ZCopy bytes iwarp read from the socket straight into place
 	ZCopyReadSends         uint64 // SrcAvail offers made (Read ZCopy)
 	ZCopyCancels           uint64 // of them, cancelled because the sink did not read
-	ZCopyTx, ZCopyRx       uint64 // payload bytes moved by RDMA Read instead of buffer copy
+	ZCopyTx, ZCopyRx       uint64 // payload bytes moved by RDMA Read or Write instead of buffer copy
+	ZCopySinkAvails        uint64 // SinkAvail offers made (Write ZCopy)
+	ZCopyWriteSends        uint64 // RDMA Writes made into the peer's SinkAvail
+	ZCopyWriteRx           uint64 // of ZCopyRx, bytes the peer RDMA-Wrote into our SinkAvail
 	FlowControl            string // the mode agreed with the peer
 	Buffering, Progress    string // the local modes
 	Tx                     iwarp.TxStats
@@ -165,7 +168,18 @@ type Conn struct {
 	zsink      *zsink    // the peer's outstanding SrcAvail
 	pendingSM  bool      // a SendSM answering SrcAvailCancel waits for a credit
 	zcopyPause time.Time // no SrcAvail before then (zcopyBackoff)
-	comps      []iwarp.Completion
+	// Write ZCopy (zcopy_write.go): negotiated (ownWZ: our Hello said
+	// so), our SinkAvail, the peer's, whether one of the peer's is out,
+	// the MSeq of our last message with data and of our last RdmaWrCompl,
+	// and a SinkCancelAck waiting for a credit.
+	ownWZ, peerWZ    bool
+	zw               *zwsink
+	zws              *zwsrc
+	sinkOut          bool
+	dataSeq          uint32
+	wrComplSeq       uint32
+	pendingCancelAck bool
+	comps            []iwarp.Completion
 	// inBackground: Background, which only finishes the kernel's part of
 	// sends the application made, is driving the connection.
 	inBackground bool
@@ -220,6 +234,7 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.fc = h.FlowControl // what we asked for, until the HelloAck says
+	c.ownWZ = h.Cap&CapWriteZCopy != 0 && cfg.ZCopyThreshold > 0
 	if c.fc.ring() {
 		if err := c.makeRing(); err != nil {
 			return nil, err
@@ -233,7 +248,11 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 // side sends first. The shim writes the same bytes from C; this is the
 // reference encoder.
 func AppendRequest(dst []byte, cfg Config, h *Hello) []byte {
-	pd := AppendHello(nil, h)
+	hc := *h
+	if cfg.ZCopyThreshold > 0 {
+		hc.Cap |= CapWriteZCopy // as the shim's Hello
+	}
+	pd := AppendHello(nil, &hc)
 	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: pd})
 }
 
@@ -559,6 +578,9 @@ func (c *Conn) onRequest(now time.Time) bool {
 	}
 	c.stats.FlowControl = c.fc.String()
 	ha := &HelloAck{Bufs: uint16(c.bufs), IPVersion: h.IPVersion, ActRcvSz: uint32(c.bufSize), FlowControl: c.fc}
+	if c.peerWZ = h.Cap&CapWriteZCopy != 0 && c.cfg.ZCopyThreshold > 0; c.peerWZ {
+		ha.Cap = CapWriteZCopy
+	}
 	if c.fc.ring() {
 		if err := c.makeRing(); err != nil {
 			c.fc, ha.FlowControl = FlowCredit, FlowCredit
@@ -611,6 +633,7 @@ func (c *Conn) onReply() bool {
 	}
 	req, _, _ := iwarp.ParseMPAFrame(c.request, false)
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
+	c.peerWZ = c.ownWZ && h.Cap&CapWriteZCopy != 0
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
 	c.qp.StartFullOperation(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
@@ -771,6 +794,14 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 		return c.onSendSM()
 	case MIDSrcAvailCncl:
 		return c.onSrcAvailCancel()
+	case MIDSinkAvail:
+		return c.onSinkAvail(h)
+	case MIDRdmaWrCompl:
+		return c.onRdmaWrCompl(h)
+	case MIDSinkAvailCncl:
+		return c.onSinkAvailCancel(h)
+	case MIDSinkCancelAck:
+		return c.onSinkCancelAck()
 	case MIDChRcvBuf:
 		if !c.fc.ring() || c.peerRingSize != 0 {
 			return errors.New("sdp: unexpected ChRcvBuf message")

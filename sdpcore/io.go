@@ -55,6 +55,15 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if c.zsrc != nil {
 		return 0, ErrWouldBlock // another thread's zero-copy send comes first
 	}
+	if c.zwsUsable() {
+		if flags&(SendOOB|SendMore) == 0 && !c.corked && len(c.early) == 0 && c.st == stEstablished {
+			if n, err := c.sendWrite(bufs, now); n > 0 || err != ErrWouldBlock {
+				return n, err
+			}
+			return 0, ErrWouldBlock
+		}
+		c.zws = nil // it cannot be used: the sink will cancel it on seeing this data
+	}
 	if flags&SendOOB != 0 {
 		return c.sendOOB(bufs, now)
 	}
@@ -98,6 +107,13 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		}
 	}
 	_ = c.flush()
+	if c.peerWZ && c.zcopyOK(bufs, flags) {
+		// A SinkAvail that just came beats an offer of our own.
+		c.progress(now)
+		if c.zwsUsable() {
+			return c.sendWrite(bufs, now)
+		}
+	}
 	if c.zcopyOK(bufs, flags) {
 		if n, err := c.sendZCopy(bufs[0], now); n > 0 || err != ErrWouldBlock {
 			return n, err
@@ -192,6 +208,7 @@ func (c *Conn) appendData(n int) bool {
 		return false
 	}
 	c.lastDataLen = l
+	c.dataSeq = c.mseq
 	c.stats.CoalescedSends++
 	c.stats.PayloadTx += uint64(n)
 	c.stats.UserCopiesTx += uint64(n)
@@ -210,6 +227,7 @@ func (c *Conn) postData(n int) {
 	c.qp.PostSend(iwarp.OpSend, c.parts...)
 	clear(c.parts)
 	c.lastDataLen = BSDHLen + n
+	c.dataSeq = c.mseq
 	c.stats.MsgsTx++
 	c.stats.BCopySends++
 	c.stats.PayloadTx += uint64(n)
@@ -369,6 +387,11 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 	if c.fb != nil {
 		return 0, c.fb
 	}
+	if c.zw != nil {
+		if n, err, ok := c.recvWritePending(firstBuf(bufs)); ok {
+			return n, err
+		}
+	}
 	if c.rqBytes > 0 {
 		var n int
 		if c.urg.mark {
@@ -408,6 +431,9 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		if n, err := c.recvZCopy(b, flags, now); n > 0 || err != ErrWouldBlock {
 			return n, err
 		}
+	}
+	if b := firstBuf(bufs); c.writeZCopyOK(b, flags) && c.postSinkAvail(b) {
+		return 0, ErrWouldBlock
 	}
 	return c.recvEmpty(bufs)
 }
@@ -500,7 +526,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.st == stFailed {
 		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.zsink != nil || c.peerDis || c.eof {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.zsink != nil || c.peerDis || c.eof || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {
@@ -571,6 +597,7 @@ func (c *Conn) Close(now time.Time) bool {
 		return true // once is enough (tests close again in their cleanup)
 	}
 	c.closed = true
+	c.cancelSink(false)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
 	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {
 		c.releaseQueue()

@@ -112,6 +112,7 @@ func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
 	binary.BigEndian.PutUint64(b[BSDHLen+8:], 0)
 	c.qp.PostSend(iwarp.OpSend, b[:])
 	c.lastDataLen = 0
+	c.dataSeq = c.mseq
 	c.stats.MsgsTx++
 	c.stats.ZCopyReadSends++
 	_ = c.flush()
@@ -274,6 +275,7 @@ func (c *Conn) sendPendingSM() {
 		c.pendingSM = false
 		c.sendControl(MIDSendSM)
 	}
+	c.sendPendingWZ()
 }
 
 func (c *Conn) onSendSM() error {

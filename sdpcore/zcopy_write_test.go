@@ -1,0 +1,358 @@
+package sdpcore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"libsdp/iwarp"
+)
+
+// offerSink makes the sink's blocking receive of buf offer it by SinkAvail
+// and drives the source until it holds that offer.
+func offerSink(t *testing.T, sink, src *Conn, buf []byte, until time.Time) {
+	t.Helper()
+	n, err := sink.Recv([][]byte{buf}, RecvWait, time.Now())
+	require.Equal(t, ErrWouldBlock, err, "the receive offers its buffer and waits (got %d bytes)", n)
+	sink.mu.Lock()
+	require.NotNil(t, sink.zw, "a SinkAvail is out")
+	sink.mu.Unlock()
+	for {
+		_, _, _, err := src.Poll(EvIn, time.Now())
+		require.NoError(t, err)
+		src.mu.Lock()
+		held := src.zws != nil
+		src.mu.Unlock()
+		if held {
+			return
+		}
+		require.True(t, time.Now().Before(until), "the source never took the SinkAvail")
+		pfd := []unix.PollFd{{Fd: int32(src.Fd()), Events: unix.POLLIN}}
+		_, _ = unix.Poll(pfd, 100)
+	}
+}
+
+// recvSame repeats a waiting receive into buf, as the shim does for one
+// call, until it returns.
+func recvSame(t *testing.T, c *Conn, buf []byte, until time.Time) (int, error) {
+	for {
+		n, err := c.Recv([][]byte{buf}, RecvWait, time.Now())
+		if err != ErrWouldBlock {
+			return n, err
+		}
+		if err := wait(t, c, EvIn, until); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func randBytes(n int, seed int64) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(b)
+	return b
+}
+
+// TestWriteZCopy: a blocking receive of 1 MiB with nothing buffered offers
+// its buffer by SinkAvail; the source's next send RDMA-Writes into it and
+// sends RdmaWrCompl; the receive returns that count, every byte right, no
+// buffer copy on either side, in every flow-control mode.
+func TestWriteZCopy(t *testing.T) {
+	const total = 1 << 20
+	data := randBytes(total, 21)
+	for fc := FlowCredit; fc < numFlowControls; fc++ {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			for round := range 3 {
+				as0, ps0 := a.Stats(), p.Stats()
+				buf := make([]byte, total)
+				offerSink(t, a, p, buf, until)
+				n, err := p.SendFlags([][]byte{data}, SendWait, time.Now())
+				require.NoError(t, err)
+				require.Equal(t, total, n)
+				n, err = recvSame(t, a, buf, until)
+				require.NoError(t, err)
+				require.Equal(t, total, n)
+				require.Equal(t, -1, firstDiff(data, buf), "round %d", round)
+				as, ps := a.Stats(), p.Stats()
+				require.EqualValues(t, 1, as.ZCopySinkAvails-as0.ZCopySinkAvails)
+				require.EqualValues(t, 1, ps.ZCopyWriteSends-ps0.ZCopyWriteSends)
+				require.Zero(t, ps.ZCopyReadSends-ps0.ZCopyReadSends, "no SrcAvail: the SinkAvail was there")
+				require.Zero(t, ps.BCopySends-ps0.BCopySends, "no buffer copy")
+				require.EqualValues(t, total, as.ZCopyWriteRx-as0.ZCopyWriteRx)
+				require.EqualValues(t, total, as.PayloadRx-as0.PayloadRx)
+				copies, direct := as.UserCopiesRx-as0.UserCopiesRx, as.DirectPlacedRx-as0.DirectPlacedRx
+				require.EqualValues(t, total, copies+direct, "every byte placed once")
+				require.Zero(t, copies, "the sink copies no payload byte (%d placed straight from the socket)", direct)
+			}
+		})
+	}
+}
+
+// TestWriteZCopyNotNegotiated: a peer whose Hello lacks the capability
+// never receives SinkAvail, and neither side sends one.
+func TestWriteZCopyNotNegotiated(t *testing.T) {
+	cfd, afd := tcpPair(t)
+	cfg := DefaultConfig()
+	cfg.Sanitize()
+	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
+	req := iwarp.AppendMPAFrame(nil, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: AppendHello(nil, h)})
+	_, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	p, err := NewPassive(afd, cfg, req)
+	require.NoError(t, err)
+	a := NewActive(cfd, cfg, time.Now())
+	closeAtCleanup(t, a, p)
+	oneWay(t, p, a, 1)
+	data := randBytes(256<<10, 22)
+	until := time.Now().Add(20 * time.Second)
+	for _, dir := range [][2]*Conn{{p, a}, {a, p}} {
+		src, sink := dir[0], dir[1]
+		done := make(chan error, 1)
+		go func() { done <- sendWait(t, src, data, until) }()
+		got, err := recvN(t, sink, len(data), len(data), RecvWait, until)
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		require.True(t, bytes.Equal(data, got))
+	}
+	for _, c := range []*Conn{a, p} {
+		require.False(t, c.peerWZ)
+		require.Zero(t, c.Stats().ZCopySinkAvails)
+		require.Zero(t, c.Stats().ZCopyWriteSends)
+	}
+}
+
+// TestWriteZCopyCrossing: data that the source sent before it saw the
+// SinkAvail makes the SinkAvail stale; the sink reads that data, cancels
+// (SinkAvailCancel, SinkCancelAck) and the next receive offers again. A
+// SrcAvail crossing a SinkAvail wins: the sink cancels and RDMA-Reads.
+func TestWriteZCopyCrossing(t *testing.T) {
+	const big = 256 << 10
+	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
+		t.Run(fc.String()+"/data", func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			buf := make([]byte, big)
+			_, err := a.Recv([][]byte{buf}, RecvWait, time.Now())
+			require.Equal(t, ErrWouldBlock, err)
+			small := randBytes(1000, 23)
+			n, err := p.Send([][]byte{small}, time.Now()) // does not read: the SinkAvail is still unseen
+			require.NoError(t, err)
+			require.Equal(t, len(small), n)
+			n, err = recvSame(t, a, buf, until)
+			require.NoError(t, err)
+			require.Equal(t, small, buf[:n])
+			require.EqualValues(t, 1, a.Stats().ZCopyCancels)
+			// The cancel is answered; then a fresh offer is used.
+			data := randBytes(big, 24)
+			buf2 := make([]byte, big)
+			for {
+				a.mu.Lock()
+				idle := a.zw == nil
+				a.mu.Unlock()
+				if idle {
+					break
+				}
+				_, _ = p.Recv([][]byte{make([]byte, 1)}, 0, time.Now()) // the source answers as it runs
+				require.NoError(t, wait(t, a, EvIn|EvOut, time.Now().Add(100*time.Millisecond)))
+				_, _, _, err := a.Poll(EvIn, time.Now())
+				require.NoError(t, err)
+				require.True(t, time.Now().Before(until))
+			}
+			offerSink(t, a, p, buf2, until)
+			n, err = p.SendFlags([][]byte{data}, SendWait, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, big, n)
+			n, err = recvSame(t, a, buf2, until)
+			require.NoError(t, err)
+			require.Equal(t, big, n)
+			require.Equal(t, -1, firstDiff(data, buf2))
+			require.EqualValues(t, 1, p.Stats().ZCopyWriteSends)
+		})
+		t.Run(fc.String()+"/srcavail", func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			data := randBytes(big, 25)
+			done := make(chan error, 1)
+			go func() { done <- sendWait(t, p, data, until) }()
+			// The SrcAvail is on its way; the sink offers its buffer
+			// without reading it first (white box: the two cross).
+			for p.Stats().ZCopyReadSends == 0 {
+				require.True(t, time.Now().Before(until))
+				time.Sleep(time.Millisecond)
+			}
+			buf := make([]byte, big)
+			a.mu.Lock()
+			require.True(t, a.postSinkAvail(buf))
+			a.mu.Unlock()
+			got := 0
+			for got < big {
+				n, err := recvSame(t, a, buf[got:], until)
+				require.NoError(t, err)
+				got += n
+			}
+			require.NoError(t, <-done)
+			require.Equal(t, -1, firstDiff(data, buf))
+			as, ps := a.Stats(), p.Stats()
+			require.EqualValues(t, 1, as.ZCopyCancels, "the sink cancelled its SinkAvail")
+			require.Zero(t, ps.ZCopyWriteSends, "the source ignored the SinkAvail")
+			t.Logf("RDMA-Read %d of %d bytes", ps.ZCopyTx, big) // all, unless the offer timed out first
+		})
+	}
+}
+
+// TestWriteZCopyCancel: a receive call that ends before the source wrote
+// (CancelRecv) gets its buffer back at once: a write that was already on
+// its way lands in a private copy and is read as data by the next call,
+// in order; the application's buffer is never touched again.
+func TestWriteZCopyCancel(t *testing.T) {
+	const big = 256 << 10
+	for _, written := range []bool{false, true} {
+		name := "before-write"
+		if written {
+			name = "after-write"
+		}
+		t.Run(name, func(t *testing.T) {
+			a, p := connPair(t, DefaultConfig())
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			buf := make([]byte, big)
+			offerSink(t, a, p, buf, until)
+			data := randBytes(big, 26)
+			if written {
+				n, err := p.SendFlags([][]byte{data}, SendWait, time.Now())
+				require.NoError(t, err)
+				require.Equal(t, big, n)
+			}
+			require.Zero(t, a.CancelRecv(buf), "nothing was reported written when the call ended")
+			for i := range buf {
+				buf[i] = 0xA5
+			}
+			if !written {
+				done := make(chan error, 1)
+				go func() { done <- sendBytes(t, p, data, 0, until) }()
+				defer func() { require.NoError(t, <-done) }()
+			}
+			got, err := recvN(t, a, big, 64<<10, 0, until)
+			require.NoError(t, err)
+			require.Equal(t, -1, firstDiff(data, got))
+			for i, b := range buf {
+				require.Equal(t, byte(0xA5), b, "the cancelled buffer was written at %d", i)
+			}
+			require.EqualValues(t, 1, a.Stats().ZCopyCancels)
+			if written {
+				require.EqualValues(t, 1, p.Stats().ZCopyWriteSends)
+			}
+		})
+	}
+}
+
+// TestWriteZCopyHostile: SinkAvail and RdmaWrCompl that do not fit what
+// was offered or written end that connection with a clear error, and only
+// it.
+func TestWriteZCopyHostile(t *testing.T) {
+	const big = 64 << 10
+	for _, tc := range []struct {
+		name, want string
+		send       func(t *testing.T, sink, src *Conn, buf []byte)
+	}{
+		{"RdmaWrCompl-unwritten", "RdmaWrCompl of 4096 bytes; 0 were written", func(t *testing.T, sink, src *Conn, buf []byte) {
+			sendRaw(src, MIDRdmaWrCompl, binary.BigEndian.AppendUint32(nil, 4096))
+		}},
+		{"RdmaWrCompl-beyond", "RdmaWrCompl of", func(t *testing.T, sink, src *Conn, buf []byte) {
+			src.mu.Lock()
+			z := src.zws
+			src.qp.PostWrite(z.stag, 0, make([]byte, 100))
+			src.mu.Unlock()
+			sendRaw(src, MIDRdmaWrCompl, binary.BigEndian.AppendUint32(nil, big+1))
+		}},
+		{"write-bad-STag", "not valid", func(t *testing.T, sink, src *Conn, buf []byte) {
+			src.mu.Lock()
+			src.qp.PostWrite(src.zws.stag+1, 0, make([]byte, 100))
+			_ = src.flush()
+			src.mu.Unlock()
+		}},
+		{"write-beyond-region", "outside the region", func(t *testing.T, sink, src *Conn, buf []byte) {
+			src.mu.Lock()
+			src.qp.PostWrite(src.zws.stag, big-50, make([]byte, 100))
+			_ = src.flush()
+			src.mu.Unlock()
+		}},
+		{"SinkAvail-twice", "SinkAvail while another is outstanding", func(t *testing.T, sink, src *Conn, buf []byte) {
+			var m [20]byte
+			binary.BigEndian.PutUint32(m[:], 100)
+			sendRaw(sink, MIDSinkAvail, m[:])
+		}},
+		{"SinkCancelAck-unasked", "SinkCancelAck with no SinkAvailCancel", func(t *testing.T, sink, src *Conn, buf []byte) {
+			sendRaw(src, MIDSinkCancelAck, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, p := connPair(t, DefaultConfig())
+			oneWay(t, p, a, 1)
+			// A second connection of the same process goes on.
+			a2, p2 := connPair(t, DefaultConfig())
+			until := time.Now().Add(20 * time.Second)
+			buf := make([]byte, big)
+			offerSink(t, a, p, buf, until)
+			tc.send(t, a, p, buf)
+			victim, peer := a, p
+			if tc.name == "SinkAvail-twice" {
+				victim, peer = p, a
+			}
+			var err error
+			for {
+				if victim == a {
+					_, err = a.Recv([][]byte{buf}, RecvWait, time.Now())
+				} else {
+					_, err = p.Recv([][]byte{make([]byte, 16)}, 0, time.Now())
+				}
+				if err != ErrWouldBlock {
+					break
+				}
+				require.NoError(t, wait(t, victim, EvIn, until), "victim %v", victim)
+			}
+			require.ErrorIs(t, err, unix.EIO)
+			require.Contains(t, victim.Err().Error(), tc.want)
+			for {
+				_, err = peer.Recv([][]byte{make([]byte, 16)}, 0, time.Now())
+				if err != ErrWouldBlock {
+					break
+				}
+				require.NoError(t, wait(t, peer, EvIn, until))
+			}
+			require.Error(t, err, "the peer learns the connection ended")
+			oneWay(t, p2, a2, 100<<10)
+			oneWay(t, a2, p2, 100<<10)
+		})
+	}
+}
+
+// sendRaw queues a message with MID mid and body after the BSDH (white
+// box: a peer that sends it) and flushes it.
+func sendRaw(c *Conn, mid MID, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mseq++
+	c.advertise()
+	m := make([]byte, BSDHLen+len(body))
+	EncodeBSDH(m, BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: uint32(len(m)), MSeq: c.mseq, MSeqAck: c.recvSeq})
+	copy(m[BSDHLen:], body)
+	c.qp.PostSend(iwarp.OpSend, m)
+	_ = c.flush()
+}
