@@ -286,10 +286,23 @@ func (q *QP) reserveTx(total int) {
 	if q.tx.markers {
 		wire += (wire/q.tx.spacing + 1) * MarkerLen
 	}
-	if cap(q.txbuf)-len(q.txbuf) < wire {
-		q.txbuf = slices.Grow(q.txbuf, wire)
+	if cap(q.txbuf)-len(q.txbuf) >= wire {
+		return
 	}
+	if len(q.txbuf) == 0 {
+		if b, ok := txPool.Get().(*[]byte); ok && cap(*b) >= wire {
+			q.txbuf = (*b)[:0]
+			return
+		}
+	}
+	q.txbuf = slices.Grow(q.txbuf, wire)
 }
+
+// txPool keeps transmit buffers too large for an idle QP to hold (over
+// txShrinkAbove) for the next large message of any QP of the process: a
+// stream of 4 MiB zero-copy sends reuses one instead of faulting in a
+// fresh one per message. The garbage collector empties the pool.
+var txPool sync.Pool
 
 // lastSend locates the last queued message when it is a Send in one FPDU.
 type lastSend struct {
@@ -414,6 +427,8 @@ func (q *QP) Flush() error {
 // txDone empties the transmit buffer once every queued byte is written.
 func (q *QP) txDone() {
 	if cap(q.txbuf) > txShrinkAbove {
+		b := q.txbuf[:0]
+		txPool.Put(&b)
 		q.txbuf = nil
 	} else {
 		q.txbuf = q.txbuf[:0]
