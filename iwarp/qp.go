@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
-	"slices"
 	"sync"
 	"unsafe"
 
@@ -235,7 +234,7 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	if h.tagged {
 		hl = DDPTaggedHeaderLen
 	}
-	q.reserveTx(total)
+	q.reserveTx(total, hl)
 	mo := 0
 	pi, po := 0, 0 // position in parts
 	for {
@@ -277,12 +276,12 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 // reserveTx makes room in the transmit buffer for a message of total
 // payload octets in one allocation: grown FPDU by FPDU, a message of
 // megabytes (a Read Response) would copy the buffer over and over.
-func (q *QP) reserveTx(total int) {
+func (q *QP) reserveTx(total, hl int) {
 	if total < 1<<16 {
 		return
 	}
-	segs := total/max(q.mulpdu-DDPTaggedHeaderLen, 1) + 1
-	wire := total + segs*(DDPTaggedHeaderLen+ulpduLenLen+3+crcLen+MarkerLen)
+	segs := total/max(q.mulpdu-hl, 1) + 1
+	wire := total + segs*(hl+ulpduLenLen+3+crcLen+MarkerLen)
 	if q.tx.markers {
 		wire += (wire/q.tx.spacing + 1) * MarkerLen
 	}
@@ -295,7 +294,8 @@ func (q *QP) reserveTx(total int) {
 			return
 		}
 	}
-	q.txbuf = slices.Grow(q.txbuf, wire)
+	b := make([]byte, len(q.txbuf), len(q.txbuf)+wire)
+	q.txbuf = b[:copy(b, q.txbuf)]
 }
 
 // txPool keeps transmit buffers too large for an idle QP to hold (over
