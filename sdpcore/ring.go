@@ -167,7 +167,11 @@ func (c *Conn) heldLen() int { return len(c.held) - c.heldOff }
 // drainHeld sends held bytes while the peer's ring has room.
 func (c *Conn) drainHeld() {
 	for c.heldLen() > 0 && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
-		n := min(c.heldLen(), c.ringRoom(), c.ringMsgMax())
+		n := c.heldUrgent(c.heldLen()) // a held urgent byte ends the write before it
+		if n == 0 {
+			continue // it was the urgent byte, sent in a Data message
+		}
+		n = min(n, c.ringRoom(), c.ringMsgMax())
 		if n <= 0 {
 			return
 		}

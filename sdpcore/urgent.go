@@ -20,6 +20,24 @@ import (
 // the bytes before it carry OOB_PEND, so the receiver knows early that
 // urgent data is on its way. The urgent byte goes in a message of its own,
 // so that no later send can be appended to it.
+//
+// The ring modes (rdma, nic) write data into the peer's ring without a
+// BSDH, so the urgent byte leaves the ring: bytes before it go by RDMA
+// Write as usual, after an empty Data message flagged OOB_PEND that
+// announces them, and the byte itself follows in a Data message (a Send,
+// through the untagged queue) flagged OOB_PRES. Both ride the one ordered
+// stream of FPDUs, so the receiver sees ring data and the byte in send
+// order. When the ring is full the byte waits in the send buffer at its
+// place (heldUrg) and drainHeld sends it once the bytes before it are out.
+//
+// SIGURG: a new mark (OOB_PEND after none, or OOB_PRES not announced)
+// calls OnUrgent, as TCP signals the socket's owner for each new urgent
+// pointer.
+
+// OnUrgent, when set, is called with the connection's descriptor when a
+// new urgent mark arrives. It runs with the connection locked: it must
+// only take note.
+var OnUrgent func(fd int)
 
 // SendOOB marks the last byte of the send as urgent (MSG_OOB).
 const SendOOB SendFlags = 1 << 2
@@ -53,6 +71,10 @@ type urgent struct {
 	cand    byte
 	candSeq uint64
 	candOK  bool
+	// heldAt, send side of the ring modes: 1 + the index in held of an
+	// urgent byte waiting for ring space to free the bytes before it; 0:
+	// none. A newer urgent byte takes its place, as on TCP.
+	heldAt int
 }
 
 // onOOBFlags takes the OOB flags of a received message's BSDH.
@@ -72,10 +94,32 @@ func (c *Conn) onOOBFlags(h BSDH) error {
 		return nil
 	}
 	if c.urg.state != urgNotYet {
+		c.dropOldMark()
 		c.urg.state, c.urg.mark = urgNotYet, false
 		c.edges++
+		c.newMark()
 	}
 	return nil
+}
+
+// dropOldMark is Linux TCP's rule when a new urgent mark replaces one the
+// reader stands at: the old urgent byte, read or not, is skipped (without
+// SO_OOBINLINE); an old byte the reader has not reached stays in the
+// stream as normal data.
+func (c *Conn) dropOldMark() {
+	if !c.atMark() || c.rqBytes == 0 || c.oobInline() {
+		return
+	}
+	var one [1]byte
+	c.copyOut([][]byte{one[:]}, false)
+	c.passedMark()
+}
+
+// newMark tells the owner of the socket about a new urgent mark.
+func (c *Conn) newMark() {
+	if OnUrgent != nil {
+		OnUrgent(c.qp.Fd())
+	}
 }
 
 // onOOBPayload notes the last byte of payload just queued in rq when the
@@ -95,8 +139,15 @@ func (c *Conn) onOOBPayload(payload []byte, last bool) {
 	}
 	c.urg.rxPres = false
 	if c.urg.candOK {
+		announced := c.urg.state == urgNotYet
+		if !announced {
+			c.dropOldMark()
+		}
 		c.urg.state, c.urg.b, c.urg.seq, c.urg.mark = urgValid, c.urg.cand, c.urg.candSeq, true
 		c.edges++
+		if !announced {
+			c.newMark()
+		}
 	}
 }
 
@@ -210,12 +261,8 @@ func (c *Conn) recvUrgent(bufs [][]byte, flags RecvFlags) (n int, ok bool) {
 // sendOOB sends bufs with the last byte urgent: the bytes before it in
 // Data messages flagged OOB_PEND, the byte alone in one flagged OOB_PRES.
 // A partial count leaves the urgent byte unsent: the caller's next send
-// with MSG_OOB carries it (its last byte is the same byte). The ring modes
-// carry data by RDMA Write, without a BSDH for the flags: EOPNOTSUPP.
+// with MSG_OOB carries it (its last byte is the same byte).
 func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
-	if c.fc.ring() {
-		return 0, unix.EOPNOTSUPP
-	}
 	total := 0
 	for _, b := range bufs {
 		total += len(b)
@@ -234,6 +281,21 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 			return 0, ErrWouldBlock // the byte needs a message of its own, after the early bytes
 		}
 	}
+	var sent int
+	if c.fc.ring() {
+		sent = c.sendOOBRing(bufs, total)
+	} else {
+		sent = c.sendOOBMsgs(bufs, total, now)
+	}
+	_ = c.flush()
+	if sent == 0 {
+		return 0, c.sendErr()
+	}
+	return sent, nil
+}
+
+// sendOOBMsgs is sendOOB in the modes that carry all data in Data messages.
+func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time) int {
 	defer func() { c.txFlags = 0 }()
 	sent := 0
 	if total > 1 {
@@ -245,11 +307,67 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 		last := [][]byte{lastByte(bufs)}
 		sent += c.push(last, 1, now, true)
 	}
-	_ = c.flush()
-	if sent == 0 {
-		return 0, c.sendErr()
+	return sent
+}
+
+// sendOOBRing is sendOOB in the ring modes: an empty Data message flagged
+// OOB_PEND when bytes go before the urgent byte, those bytes into the ring
+// (or the send buffer), and the byte in a Data message flagged OOB_PRES,
+// at once or, behind held bytes, from drainHeld.
+func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
+	if c.st != stEstablished || c.qp.TxPending() >= c.cfg.TxBacklog {
+		return 0
 	}
-	return sent, nil
+	c.drainHeld()
+	if total > 1 || c.heldLen() > 0 {
+		c.postOOB(FlagOOBPend, nil)
+	}
+	sent := 0
+	if total > 1 {
+		if sent = c.pushRing(bufs, total-1); sent < total-1 {
+			return sent
+		}
+	}
+	b := lastByte(bufs)
+	switch {
+	case c.heldLen() == 0 && c.qp.TxPending() < c.cfg.TxBacklog:
+		c.postOOB(FlagOOBPres, b)
+	case c.heldLen() < c.cfg.TxBacklog:
+		c.held = append(c.held, b[0])
+		c.urg.heldAt = len(c.held)
+		c.stats.UserCopiesTx++
+	default:
+		return sent // no room: the caller's next send carries the byte
+	}
+	return sent + 1
+}
+
+// postOOB queues a Data message with OOB flags f and payload b (nothing
+// or the urgent byte) in a ring mode.
+func (c *Conn) postOOB(f uint8, b []byte) {
+	c.txFlags = f
+	c.parts = c.parts[:0]
+	if len(b) > 0 {
+		c.parts = append(c.parts, b)
+	}
+	c.postData(len(b))
+	c.txFlags = 0
+}
+
+// heldUrgent limits a write of n held bytes so that it stops before a held
+// urgent byte; when that byte is next, it sends it and returns 0.
+func (c *Conn) heldUrgent(n int) int {
+	if c.urg.heldAt == 0 {
+		return n
+	}
+	at := c.urg.heldAt - 1
+	if at > c.heldOff {
+		return min(n, at-c.heldOff)
+	}
+	c.urg.heldAt = 0
+	c.postOOB(FlagOOBPres, c.held[at:at+1])
+	c.heldOff++
+	return 0
 }
 
 // lastByte returns the last byte of bufs as a one-byte slice.
