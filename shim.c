@@ -602,6 +602,33 @@ static inline int engine_usable(void)
 	return !engine_failed && (engine_pid == 0 || engine_pid == getpid());
 }
 
+/* shim_urgent sends SIGURG for a new urgent mark on fd to the socket's
+ * owner (F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP reach the kernel
+ * socket), as Linux does for TCP. A signal for this process goes to the
+ * calling thread when the engine says it is an application thread and the
+ * thread does not block SIGURG: it is about to return to the application,
+ * so the handler runs on the application's stack, never inside Go code. */
+static void shim_urgent(int fd, int self)
+{
+	struct f_owner_ex o = { 0 };
+	if (syscall(SYS_fcntl, fd, F_GETOWN_EX, &o) != 0 || o.pid <= 0)
+		return;
+	int saved = errno;
+	if (o.type == F_OWNER_TID) {
+		syscall(SYS_tkill, o.pid, SIGURG);
+	} else if (o.type == F_OWNER_PGRP) {
+		kill(-o.pid, SIGURG);
+	} else {
+		sigset_t cur;
+		if (self && o.pid == getpid() && pthread_sigmask(SIG_BLOCK, NULL, &cur) == 0 &&
+		    !sigismember(&cur, SIGURG))
+			syscall(SYS_tgkill, o.pid, (pid_t)syscall(SYS_gettid), SIGURG);
+		else
+			kill(o.pid, SIGURG);
+	}
+	errno = saved;
+}
+
 static int load_engine(void)
 {
 	if (engine_pid == getpid())
@@ -615,6 +642,18 @@ static int load_engine(void)
 		void *h = NULL;
 		uint64_t before[FD_MAX / 64];
 		open_fds(before);
+		/* SIGURG stays the application's: the Go runtime installs its own
+		 * handler (its preemption signal, unused with asyncpreemptoff=1),
+		 * which would swallow it, so the disposition is put back after
+		 * the runtime has started; and its threads inherit SIGURG blocked
+		 * from this one, so that a SIGURG for the process never runs the
+		 * application's handler on a Go thread. */
+		struct sigaction urg_act;
+		sigset_t urg_set, urg_mask;
+		sigemptyset(&urg_set);
+		sigaddset(&urg_set, SIGURG);
+		sigaction(SIGURG, NULL, &urg_act);
+		pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
 		if (engine_path(path, sizeof path) == 0)
 			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 
@@ -647,6 +686,7 @@ static int load_engine(void)
 			.snapshot = shim_snapshot,
 			.fpdu_align = cfg.fpdu_align,
 			.own_fd = shim_own_fd,
+			.urgent = shim_urgent,
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
@@ -657,6 +697,8 @@ static int load_engine(void)
 		} else {
 			engine_pid = getpid();
 		}
+		sigaction(SIGURG, &urg_act, NULL);
+		pthread_sigmask(SIG_SETMASK, &urg_mask, NULL);
 		if (h)
 			protect_new_fds(before);
 	}

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define SDP_ABI_VERSION 1
+#define SDP_ABI_VERSION 2
 
 #define SDP_FALLBACK 100000
 enum sdp_reason {
@@ -53,6 +53,12 @@ struct sdp_engine_config {
 	/* The engine reports descriptors it opens (own = 1) and is about to
 	 * close (own = 0): close() by the application leaves them alone. */
 	void (*own_fd)(int fd, int own);
+	/* A new urgent mark arrived on fd: send SIGURG to the socket's owner
+	 * (F_GETOWN_EX) as the kernel does for TCP. self = 1: the caller is an
+	 * application thread on its way out of an engine call, which may take
+	 * a signal meant for its process itself; self = 0: an engine thread,
+	 * while no application thread is inside the engine. */
+	void (*urgent)(int fd, int self);
 };
 
 /* Function types the shim resolves with dlsym. */

@@ -27,11 +27,12 @@ func main() {}
 
 //export sdp_engine_init
 func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
-	defer guard(-1, &rc)
+	defer guard(enter(-1), &rc)
 	if cfg == nil || cfg.abi_version != C.SDP_ABI_VERSION {
 		return -C.int(unix.EINVAL)
 	}
 	snapshotFn = cfg.snapshot
+	setUrgent(cfg.urgent)
 	if ownFn := cfg.own_fd; ownFn != nil {
 		sdpcore.OwnFd = func(fd int, own bool) {
 			o := C.int(0)
@@ -58,7 +59,7 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 
 //export sdp_attach
 func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
-	defer guard(int(fd), &rc)
+	defer guard(enter(int(fd)), &rc)
 	var request []byte
 	if req != nil && reqLen > 0 {
 		request = C.GoBytes(unsafe.Pointer(req), reqLen)
@@ -68,7 +69,7 @@ func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
 
 //export sdp_sendv
 func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
-	defer guard64(int(fd), &rc)
+	defer guard64(enter(int(fd)), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -82,7 +83,7 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 
 //export sdp_sendv_flags
 func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
-	defer guard64(int(fd), &rc)
+	defer guard64(enter(int(fd)), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -106,7 +107,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 
 //export sdp_recvv
 func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
-	defer guard64(int(fd), &rc)
+	defer guard64(enter(int(fd)), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -153,7 +154,7 @@ func sdp_recv_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 
 //export sdp_poll
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
-	defer guard(int(fd), &rc)
+	defer guard(enter(int(fd)), &rc)
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	c := lookup(int(fd))
 	if c == nil {
@@ -189,7 +190,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 
 //export sdp_shutdown
 func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
-	defer guard(int(fd), &rc)
+	defer guard(enter(int(fd)), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int(goneErr(int(fd)))
@@ -203,20 +204,20 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 
 //export sdp_close
 func sdp_close(fd C.int) (rc C.int) {
-	defer guard(int(fd), &rc)
+	defer guard(enter(int(fd)), &rc)
 	closeConn(int(fd))
 	return 0
 }
 
 //export sdp_dup
 func sdp_dup(oldfd, newfd C.int) (rc C.int) {
-	defer guard(int(oldfd), &rc)
+	defer guard(enter(int(oldfd)), &rc)
 	return C.int(alias(int(oldfd), int(newfd)))
 }
 
 //export sdp_query
 func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
-	defer guard64(int(fd), &rc)
+	defer guard64(enter(int(fd)), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -237,7 +238,7 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 
 //export sdp_take_early
 func sdp_take_early(fd C.int, buf *C.char, n C.int) (rc C.int64_t) {
-	defer guard64(int(fd), &rc)
+	defer guard64(enter(int(fd)), &rc)
 	if buf == nil || n <= 0 {
 		return -C.int64_t(unix.EINVAL)
 	}
@@ -246,7 +247,7 @@ func sdp_take_early(fd C.int, buf *C.char, n C.int) (rc C.int64_t) {
 
 //export sdp_stats
 func sdp_stats(buf *C.char, n C.int) (rc C.int) {
-	defer guard(-1, &rc)
+	defer guard(enter(-1), &rc)
 	if buf == nil || n <= 0 {
 		return 0
 	}
@@ -263,7 +264,7 @@ func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 //
 //export sdp_engine_exit
 func sdp_engine_exit() (rc C.int) {
-	defer guard(-1, &rc)
+	defer guard(enter(-1), &rc)
 	stopStatsPublisher()
 	return 0
 }
@@ -297,15 +298,18 @@ func iovecs(iov *C.struct_iovec, cnt C.int) [][]byte {
 	return out
 }
 
-// guard turns a panic into an error for the call (and the connection).
+// guard turns a panic into an error for the call (and the connection),
+// and ends the call (leave).
 func guard(fd int, rc *C.int) {
 	if r := recover(); r != nil {
 		*rc = -C.int(onPanic(fd, r))
 	}
+	leave()
 }
 
 func guard64(fd int, rc *C.int64_t) {
 	if r := recover(); r != nil {
 		*rc = -C.int64_t(onPanic(fd, r))
 	}
+	leave()
 }
