@@ -602,31 +602,260 @@ static inline int engine_usable(void)
 	return !engine_failed && (engine_pid == 0 || engine_pid == getpid());
 }
 
-/* shim_urgent sends SIGURG for a new urgent mark on fd to the socket's
- * owner (F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP reach the kernel
- * socket), as Linux does for TCP. A signal for this process goes to the
- * calling thread when the engine says it is an application thread and the
- * thread does not block SIGURG: it is about to return to the application,
- * so the handler runs on the application's stack, never inside Go code. */
-static void shim_urgent(int fd, int self)
+/* ---- SIGURG for urgent data ---------------------------------------------
+ *
+ * When a new urgent mark arrives the kernel signals a TCP socket's owner
+ * (F_SETOWN, F_SETOWN_EX, FIOSETOWN, SIOCSPGRP; these reach the kernel
+ * socket under an SDP descriptor too). The engine finds the mark with the
+ * connection locked and only notes it here (shim_urgent); the signal is
+ * sent once nothing is locked, and so that the application's handler never
+ * runs inside Go code (on a goroutine stack, or calling back into the
+ * engine from there):
+ *
+ *  - an application thread leaving an engine call (the mark came in its
+ *    call) signals itself when the owner is its process or itself and it
+ *    does not block SIGURG: the handler runs before the call returns;
+ *  - otherwise (async progress, or the thread cannot take it) the signal
+ *    goes out while no application thread is inside the engine, and threads
+ *    that would enter wait (urg_gate) until the signal was taken, which
+ *    they can do themselves in C. Go's threads block SIGURG.
+ *
+ * Every engine call of the application goes through the eng_urg wrappers
+ * (urg_enter, urg_leave), which count the threads inside. */
+#define URG_SLOTS 64
+static _Atomic int urg_slot[URG_SLOTS]; /* fd + 1 of a noted mark, 0: free */
+static _Atomic int urg_noted;           /* marks noted, not yet signalled */
+static _Atomic int urg_inside;          /* application threads inside the engine */
+static _Atomic int urg_gate;            /* a signal is on its way: stay out */
+
+#define URG_WAIT_NS (10 * 1000000LL) /* bounds the wait for a signal to be taken */
+
+static int64_t urg_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void urg_note(int fd)
+{
+	for (int i = 0; i < URG_SLOTS; i++) {
+		int z = 0;
+		if (atomic_compare_exchange_strong(&urg_slot[i], &z, fd + 1)) {
+			atomic_fetch_add(&urg_noted, 1);
+			return;
+		}
+	}
+	/* More marks waiting than slots: their signals would merge anyway. */
+}
+
+/* urg_pending reads whether SIGURG is pending from /proc: in the process's
+ * shared set (tid 0) or in one thread's own set. */
+static int urg_pending(pid_t tid)
+{
+	char path[64];
+	if (tid)
+		snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+	else
+		snprintf(path, sizeof path, "/proc/self/status");
+	const char *key = tid ? "SigPnd:" : "ShdPnd:";
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	ssize_t n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+	syscall(SYS_close, fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strstr(buf, key);
+	if (!p)
+		return 0;
+	unsigned long long m = strtoull(p + strlen(key), NULL, 16);
+	return (m >> (SIGURG - 1)) & 1;
+}
+
+static __thread int urg_gating; /* this thread holds urg_gate */
+static _Atomic unsigned urg_sent; /* SIGURGs sent to this process */
+
+/* urg_restart says whether a wait interrupted by a signal may go on
+ * because the signal was a SIGURG of ours (sent since urg_sent was seen)
+ * whose handler has SA_RESTART: the kernel restarts a TCP read then. */
+static int urg_restart(unsigned seen)
+{
+	struct sigaction sa;
+	return atomic_load(&urg_sent) != seen && sigaction(SIGURG, NULL, &sa) == 0 && (sa.sa_flags & SA_RESTART);
+}
+
+/* urg_claim takes slot i if it still holds fd1. */
+static int urg_claim(int i, int fd1)
+{
+	if (!atomic_compare_exchange_strong(&urg_slot[i], &fd1, 0))
+		return 0;
+	atomic_fetch_sub(&urg_noted, 1);
+	return 1;
+}
+
+/* urg_signal sends SIGURG for the mark in slot i (fd1 = fd + 1). self: the
+ * caller is an application thread outside the engine. It returns 0, the
+ * mark left noted, when application threads are inside the engine: they
+ * send it on their way out. */
+static int urg_signal(int i, int fd1, int self)
 {
 	struct f_owner_ex o = { 0 };
-	if (syscall(SYS_fcntl, fd, F_GETOWN_EX, &o) != 0 || o.pid <= 0)
-		return;
-	int saved = errno;
-	if (o.type == F_OWNER_TID) {
-		syscall(SYS_tkill, o.pid, SIGURG);
-	} else if (o.type == F_OWNER_PGRP) {
-		kill(-o.pid, SIGURG);
-	} else {
-		sigset_t cur;
-		if (self && o.pid == getpid() && pthread_sigmask(SIG_BLOCK, NULL, &cur) == 0 &&
-		    !sigismember(&cur, SIGURG))
-			syscall(SYS_tgkill, o.pid, (pid_t)syscall(SYS_gettid), SIGURG);
-		else
-			kill(o.pid, SIGURG);
+	if (syscall(SYS_fcntl, fd1 - 1, F_GETOWN_EX, &o) != 0 || o.pid <= 0) {
+		urg_claim(i, fd1); /* nobody to tell */
+		return 1;
 	}
-	errno = saved;
+	pid_t me = getpid(), tid = (pid_t)syscall(SYS_gettid);
+	int here = (o.type == F_OWNER_PID && o.pid == me) || (o.type == F_OWNER_PGRP && o.pid == getpgrp()) ||
+		   (o.type == F_OWNER_TID && syscall(SYS_tgkill, me, o.pid, 0) == 0);
+	sigset_t cur;
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	if (self && !sigismember(&cur, SIGURG) &&
+	    ((o.type == F_OWNER_PID && o.pid == me) || (o.type == F_OWNER_TID && o.pid == tid))) {
+		/* This thread takes it as tgkill returns, in C. */
+		if (urg_claim(i, fd1)) {
+			atomic_fetch_add(&urg_sent, 1);
+			syscall(SYS_tgkill, me, tid, SIGURG);
+		}
+		return 1;
+	}
+	if (!here) { /* only other processes */
+		if (urg_claim(i, fd1)) {
+			if (o.type == F_OWNER_TID)
+				syscall(SYS_tkill, o.pid, SIGURG);
+			else
+				kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
+		}
+		return 1;
+	}
+	/* A thread of this process, chosen by the kernel or named by the owner,
+	 * takes it: keep application threads out of Go until it has. */
+	atomic_fetch_add(&urg_gate, 1);
+	if (atomic_load(&urg_inside) > 0) {
+		atomic_fetch_sub(&urg_gate, 1);
+		return 0;
+	}
+	if (urg_claim(i, fd1)) {
+		pid_t pt = o.type == F_OWNER_TID ? o.pid : 0;
+		/* One already pending (every thread blocks SIGURG) merges with
+		 * this one: nobody takes it soon, nothing to wait for. */
+		int wait = !urg_pending(pt);
+		urg_gating = 1; /* a handler run by this thread may call the engine */
+		atomic_fetch_add(&urg_sent, 1);
+		if (o.type == F_OWNER_TID)
+			syscall(SYS_tgkill, me, o.pid, SIGURG);
+		else
+			kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
+		for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
+			sched_yield();
+		urg_gating = 0;
+	}
+	atomic_fetch_sub(&urg_gate, 1);
+	return 1;
+}
+
+/* urg_flush signals the noted marks. */
+static int urg_flush(int self)
+{
+	int done = 1;
+	for (int i = 0; i < URG_SLOTS && atomic_load(&urg_noted) > 0; i++) {
+		int fd1 = atomic_load(&urg_slot[i]);
+		if (fd1 && !urg_signal(i, fd1, self))
+			done = 0;
+	}
+	return done;
+}
+
+/* shim_urgent is the engine's callback (struct sdp_engine_config). fd >= 0:
+ * note a new mark on fd; the result says whether an engine thread must call
+ * again with fd = -1 (no application thread is inside to signal it on its
+ * way out). fd = -1: signal the noted marks from an engine thread. */
+static int shim_urgent(int fd)
+{
+	if (fd < 0)
+		return urg_flush(0);
+	urg_note(fd);
+	return atomic_load(&urg_inside) == 0;
+}
+
+/* urg_wait_gate waits while a signal is on its way; it may be for this
+ * thread, which takes it here, in C (sched_yield returns through the
+ * kernel's signal delivery). */
+static void urg_wait_gate(int64_t end)
+{
+	while (atomic_load(&urg_gate) && urg_now_ns() < end)
+		sched_yield();
+}
+
+static inline void urg_enter(void)
+{
+	atomic_fetch_add(&urg_inside, 1);
+	if (!atomic_load(&urg_gate) || urg_gating)
+		return;
+	int64_t end = urg_now_ns() + 2 * URG_WAIT_NS;
+	do {
+		atomic_fetch_sub(&urg_inside, 1);
+		urg_wait_gate(end);
+		atomic_fetch_add(&urg_inside, 1);
+	} while (atomic_load(&urg_gate) && urg_now_ns() < end);
+}
+
+/* urg_leave sends the signals for marks that came in while the thread was
+ * inside; if another thread is sending one, the call returns once it was
+ * taken: a mark the call saw has been signalled, as on TCP. */
+static inline void urg_leave(void)
+{
+	atomic_fetch_sub(&urg_inside, 1);
+	if (atomic_load(&urg_noted) > 0)
+		urg_flush(1);
+	if (atomic_load(&urg_gate) && !urg_gating)
+		urg_wait_gate(urg_now_ns() + 2 * URG_WAIT_NS);
+}
+
+/* The engine's entry points as loaded; eng holds the counting wrappers. */
+static __typeof__(eng) eng_real;
+
+#define URG_WRAP(ret, name, params, args)       \
+	static ret urg_##name params            \
+	{                                       \
+		urg_enter();                    \
+		ret r_ = eng_real.name args;    \
+		urg_leave();                    \
+		return r_;                      \
+	}
+URG_WRAP(int, attach, (int fd, int role, const uint8_t *req, int len), (fd, role, req, len))
+URG_WRAP(int64_t, sendv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+URG_WRAP(int64_t, sendv_flags, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))
+URG_WRAP(int64_t, recvv, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))
+URG_WRAP(int, poll, (int fd, int want, int *wait, int *tmo, int *efd, uint32_t *edges), (fd, want, wait, tmo, efd, edges))
+URG_WRAP(int, shutdown, (int fd, int how), (fd, how))
+URG_WRAP(int, close, (int fd), (fd))
+URG_WRAP(int, stats, (char *buf, int len), (buf, len))
+URG_WRAP(int, dup, (int oldfd, int newfd), (oldfd, newfd))
+URG_WRAP(int64_t, query, (int fd, int what), (fd, what))
+URG_WRAP(int64_t, take_early, (int fd, char *buf, int len), (fd, buf, len))
+URG_WRAP(int, exit, (void), ())
+
+/* urg_wrap routes the application's engine calls through the wrappers. */
+static void urg_wrap(void)
+{
+	eng_real = eng;
+	eng.attach = urg_attach;
+	eng.sendv = urg_sendv;
+	if (eng.sendv_flags)
+		eng.sendv_flags = urg_sendv_flags;
+	eng.recvv = urg_recvv;
+	eng.poll = urg_poll;
+	eng.shutdown = urg_shutdown;
+	eng.close = urg_close;
+	eng.stats = urg_stats;
+	eng.dup = urg_dup;
+	eng.query = urg_query;
+	eng.take_early = urg_take_early;
+	if (eng.exit)
+		eng.exit = urg_exit;
 }
 
 static int load_engine(void)
@@ -695,6 +924,7 @@ static int load_engine(void)
 			engine_failed = 1;
 			rc = -1;
 		} else {
+			urg_wrap();
 			engine_pid = getpid();
 		}
 		sigaction(SIGURG, &urg_act, NULL);
@@ -1350,7 +1580,8 @@ static int wait_ready(int fd, int want)
 		if (e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
 			tmo = SHARED_WAIT_MS;
 		struct pollfd p[2] = { { .fd = fd, .events = (short)kw }, { .fd = efd, .events = POLLIN } };
-		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable())
+		unsigned urg = atomic_load(&urg_sent);
+		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable() && !urg_restart(urg))
 			return -EINTR;
 		if (efd >= 0 && (p[1].revents & POLLIN))
 			drain_wakeups(efd);

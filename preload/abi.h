@@ -53,12 +53,12 @@ struct sdp_engine_config {
 	/* The engine reports descriptors it opens (own = 1) and is about to
 	 * close (own = 0): close() by the application leaves them alone. */
 	void (*own_fd)(int fd, int own);
-	/* A new urgent mark arrived on fd: send SIGURG to the socket's owner
-	 * (F_GETOWN_EX) as the kernel does for TCP. self = 1: the caller is an
-	 * application thread on its way out of an engine call, which may take
-	 * a signal meant for its process itself; self = 0: an engine thread,
-	 * while no application thread is inside the engine. */
-	void (*urgent)(int fd, int self);
+	/* fd >= 0: a new urgent mark arrived on fd (the connection is locked:
+	 * the shim only notes it); the result is 1 when no application thread
+	 * is inside the engine to send SIGURG on its way out, and an engine
+	 * thread must then call again with fd = -1 once nothing is locked.
+	 * fd = -1: send SIGURG for the noted marks (see shim.c). */
+	int (*urgent)(int fd);
 };
 
 /* Function types the shim resolves with dlsym. */

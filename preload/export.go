@@ -27,7 +27,7 @@ func main() {}
 
 //export sdp_engine_init
 func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
-	defer guard(enter(-1), &rc)
+	defer guard(-1, &rc)
 	if cfg == nil || cfg.abi_version != C.SDP_ABI_VERSION {
 		return -C.int(unix.EINVAL)
 	}
@@ -59,7 +59,7 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 
 //export sdp_attach
 func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
-	defer guard(enter(int(fd)), &rc)
+	defer guard(int(fd), &rc)
 	var request []byte
 	if req != nil && reqLen > 0 {
 		request = C.GoBytes(unsafe.Pointer(req), reqLen)
@@ -69,7 +69,7 @@ func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
 
 //export sdp_sendv
 func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
-	defer guard64(enter(int(fd)), &rc)
+	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -83,7 +83,7 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 
 //export sdp_sendv_flags
 func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
-	defer guard64(enter(int(fd)), &rc)
+	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -107,7 +107,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 
 //export sdp_recvv
 func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
-	defer guard64(enter(int(fd)), &rc)
+	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -154,7 +154,7 @@ func sdp_recv_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 
 //export sdp_poll
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
-	defer guard(enter(int(fd)), &rc)
+	defer guard(int(fd), &rc)
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	c := lookup(int(fd))
 	if c == nil {
@@ -190,7 +190,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 
 //export sdp_shutdown
 func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
-	defer guard(enter(int(fd)), &rc)
+	defer guard(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int(goneErr(int(fd)))
@@ -204,20 +204,20 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 
 //export sdp_close
 func sdp_close(fd C.int) (rc C.int) {
-	defer guard(enter(int(fd)), &rc)
+	defer guard(int(fd), &rc)
 	closeConn(int(fd))
 	return 0
 }
 
 //export sdp_dup
 func sdp_dup(oldfd, newfd C.int) (rc C.int) {
-	defer guard(enter(int(oldfd)), &rc)
+	defer guard(int(oldfd), &rc)
 	return C.int(alias(int(oldfd), int(newfd)))
 }
 
 //export sdp_query
 func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
-	defer guard64(enter(int(fd)), &rc)
+	defer guard64(int(fd), &rc)
 	c := lookup(int(fd))
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
@@ -238,7 +238,7 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 
 //export sdp_take_early
 func sdp_take_early(fd C.int, buf *C.char, n C.int) (rc C.int64_t) {
-	defer guard64(enter(int(fd)), &rc)
+	defer guard64(int(fd), &rc)
 	if buf == nil || n <= 0 {
 		return -C.int64_t(unix.EINVAL)
 	}
@@ -247,7 +247,7 @@ func sdp_take_early(fd C.int, buf *C.char, n C.int) (rc C.int64_t) {
 
 //export sdp_stats
 func sdp_stats(buf *C.char, n C.int) (rc C.int) {
-	defer guard(enter(-1), &rc)
+	defer guard(-1, &rc)
 	if buf == nil || n <= 0 {
 		return 0
 	}
@@ -264,7 +264,7 @@ func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 //
 //export sdp_engine_exit
 func sdp_engine_exit() (rc C.int) {
-	defer guard(enter(-1), &rc)
+	defer guard(-1, &rc)
 	stopStatsPublisher()
 	return 0
 }
@@ -298,18 +298,15 @@ func iovecs(iov *C.struct_iovec, cnt C.int) [][]byte {
 	return out
 }
 
-// guard turns a panic into an error for the call (and the connection),
-// and ends the call (leave).
+// guard turns a panic into an error for the call (and the connection).
 func guard(fd int, rc *C.int) {
 	if r := recover(); r != nil {
 		*rc = -C.int(onPanic(fd, r))
 	}
-	leave()
 }
 
 func guard64(fd int, rc *C.int64_t) {
 	if r := recover(); r != nil {
 		*rc = -C.int64_t(onPanic(fd, r))
 	}
-	leave()
 }

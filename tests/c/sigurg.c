@@ -119,9 +119,10 @@ static void server(struct ctx *c)
 		handler(); /* before the engine, if any, is loaded */
 	int fd = ACCEPT(c->lfd[0]);
 	own(c, fd);
-	SEND_TAG(fd, "s1");
+	SEND_TAG(fd, "s0"); /* the first I/O (under libsdp: the engine loads) */
 	if (late)
 		handler();
+	SEND_TAG(fd, "s1");
 	char b;
 
 	/* Blocked in poll: "ab", "cd" with 'd' urgent, "ef". */
@@ -191,6 +192,7 @@ static void server(struct ctx *c)
 static void client(struct ctx *c)
 {
 	int fd = connect4(c->port[0]);
+	EXPECT_TAG(fd, "s0");
 	EXPECT_TAG(fd, "s1");
 	EQ(send(fd, "ab", 2, 0), 2);
 	EQ(send(fd, "cd", 2, MSG_OOB), 2);
