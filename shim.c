@@ -507,6 +507,9 @@ static void shim_own_fd(int fd, int own)
 
 /* ---- the engine ------------------------------------------------------ */
 
+/* Calls of the application into the engine go through eng; a function
+ * added here gets a counting wrapper in urg_wrap (SIGURG). */
+
 static struct {
 	sdp_engine_init_fn init;
 	sdp_attach_fn attach;
@@ -837,6 +840,7 @@ URG_WRAP(int, dup, (int oldfd, int newfd), (oldfd, newfd))
 URG_WRAP(int64_t, query, (int fd, int what), (fd, what))
 URG_WRAP(int64_t, take_early, (int fd, char *buf, int len), (fd, buf, len))
 URG_WRAP(int, exit, (void), ())
+URG_WRAP(int64_t, recv_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
 
 /* urg_wrap routes the application's engine calls through the wrappers. */
 static void urg_wrap(void)
@@ -856,6 +860,8 @@ static void urg_wrap(void)
 	eng.take_early = urg_take_early;
 	if (eng.exit)
 		eng.exit = urg_exit;
+	if (eng.recv_cancel)
+		eng.recv_cancel = urg_recv_cancel;
 }
 
 static int load_engine(void)
