@@ -525,6 +525,7 @@ static struct {
 	sdp_take_early_fn take_early;
 	sdp_engine_exit_fn exit;
 	sdp_recv_cancel_fn recv_cancel; /* optional: Write ZCopy */
+	sdp_send_cancel_fn send_cancel; /* optional: Read ZCopy */
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -907,6 +908,7 @@ static int load_engine(void)
 			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
 			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
 			eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
+			eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -1702,8 +1704,9 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int64_t n;
+		int ef = 0;
 		if (eng.sendv_flags) {
-			int ef = (flags & MSG_MORE) ? SDP_SEND_MORE : 0;
+			ef = (flags & MSG_MORE) ? SDP_SEND_MORE : 0;
 			if (flags & MSG_OOB) /* the last byte is urgent; a partial send leaves it for the next call */
 				ef = SDP_SEND_OOB;
 			else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
@@ -1736,6 +1739,14 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 				return -1;
 			}
 			int w = wait_ready(fd, POLLOUT);
+			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_SEND_WAIT) && eng.send_cancel) {
+				/* The engine may have offered these bytes to the peer
+				 * (Read ZCopy): it keeps its own copy of what the peer
+				 * has not read and reports them taken. */
+				int64_t k = eng.send_cancel(fd, local, lc);
+				if (k > 0)
+					return done + (size_t)k;
+			}
 			if (w == -EINTR) {
 				if (done)
 					return done;

@@ -129,6 +129,19 @@ typedef int (*sdp_engine_exit_fn)(void);
  * so; the engine, from the same build, offers only when both Hello and
  * HelloAck carry it. */
 typedef int64_t (*sdp_recv_cancel_fn)(int fd, const struct iovec *iov, int iovcnt);
+
+/* Read ZCopy. A blocking send (SDP_SEND_WAIT) of at least the threshold
+ * may offer its first buffer to the peer (SrcAvail, at most 4 MiB of it)
+ * and answer -EAGAIN: the caller waits (sdp_poll reports POLLOUT once the
+ * peer answered, and a timeout for the engine's cancel timer) and calls
+ * sdp_sendv_flags again with the same buffers, which returns the bytes
+ * taken. A call that ends instead (a signal, an error) must first call
+ * sdp_send_cancel with those buffers: the engine copies what the peer has
+ * not read yet, sends SrcAvailCancel and finishes the transfer by itself,
+ * so the peer never reads the buffers again. It returns the bytes the call
+ * returns (all of the offer: taken, as a TCP send buffer takes bytes), or
+ * 0 when there was no offer (the call ends with its error). */
+typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcnt);
 #define SDP_CAP_WRITE_ZCOPY 0x04
 
 #endif

@@ -152,6 +152,25 @@ func sdp_recv_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	return 0
 }
 
+//export sdp_send_cancel
+func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
+	defer guard64(int(fd), &rc)
+	c := lookup(int(fd))
+	if c == nil {
+		return 0
+	}
+	for _, b := range iovecs(iov, cnt) {
+		if len(b) > 0 {
+			n := c.CancelSend(b)
+			if c.NeedsBackground() { // the rest of the offer, without waiting for a call
+				goSafe(func() { c.Background(coreCfg.Linger) })
+			}
+			return C.int64_t(n)
+		}
+	}
+	return 0
+}
+
 //export sdp_poll
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)

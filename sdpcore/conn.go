@@ -415,7 +415,7 @@ func (c *Conn) progress(now time.Time) {
 		c.drainHeld()
 	}
 	c.drainEarly(now)
-	c.sendPendingSM()
+	c.sendPendingSM(now)
 	c.maybeReturnCredits()
 	c.queueDisConn()
 	_ = c.flush()
@@ -856,7 +856,7 @@ func (c *Conn) advertise() {
 
 // queueDisConn sends DisConn once nothing else waits before it.
 func (c *Conn) queueDisConn() {
-	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.heldLen() == 0 && c.credits() >= 1 {
+	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.heldLen() == 0 && c.zsrc == nil && c.credits() >= 1 {
 		c.sendControl(MIDDisConn)
 		c.disSent = true
 	}

@@ -53,7 +53,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		return 0, err
 	}
 	if c.zsrc != nil {
-		return 0, ErrWouldBlock // another thread's zero-copy send comes first
+		return c.collectZCopy(firstBuf(bufs), now) // ours, or another call's, which comes first
 	}
 	if c.zwsUsable() {
 		if flags&(SendOOB|SendMore) == 0 && !c.corked && len(c.early) == 0 && c.st == stEstablished {
@@ -114,10 +114,8 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 			return c.sendWrite(bufs, now)
 		}
 	}
-	if c.zcopyOK(bufs, flags) {
-		if n, err := c.sendZCopy(bufs[0], now); n > 0 || err != ErrWouldBlock {
-			return n, err
-		}
+	if c.zcopyOK(bufs, flags) && c.startZCopy(bufs[0], now) {
+		return 0, ErrWouldBlock // the call waits for the answer and comes back (collectZCopy)
 	}
 	total := 0
 	for _, b := range bufs {
@@ -328,7 +326,7 @@ func (c *Conn) Background(limit time.Duration) {
 // data held for ring space (seed 001 §4's asynchronous flush; rdma mode
 // leaves it to the application's next call unless that was a shutdown).
 func (c *Conn) bgWork() bool {
-	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut))
+	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) || (c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut))
 }
 
 func (c *Conn) sendable() error {
@@ -538,7 +536,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.eof || (c.peerDis && c.disSent) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && c.zsrc == nil && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
+	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
 		(!c.fc.ring() || c.heldLen() < c.cfg.TxBacklog) {
 		ready |= EvOut
 	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
@@ -562,6 +560,9 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	}
 	if c.st == stAwaitRequest || c.st == stAwaitReply {
 		deadline = c.deadline
+	}
+	if d := c.zsrcDeadline(); !d.IsZero() {
+		deadline = d // a zero-copy offer's cancel or nudge
 	}
 	if ready&EvOut != 0 && !c.wasWritable {
 		c.edges++ // room to send again

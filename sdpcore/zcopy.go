@@ -53,10 +53,23 @@ const (
 // zsrc is the source side of the outstanding SrcAvail.
 type zsrc struct {
 	stag   iwarp.STag
+	buf    []byte // the offered bytes: the application's, or our copy once detached
 	n      int
 	read   int  // bytes the sink reported read (RdmaRdCompl)
 	sendSM bool // the sink asked for buffer copy of the rest
+	// detached: the call that offered it ended first (CancelSend); the
+	// region reads from our copy and progress finishes the offer.
+	detached  bool
+	cancelled bool // SrcAvailCancel sent
+	cancelAt  time.Time
+	nudgeAt   time.Time
+	nudges    int
 }
+
+// zcopyMaxOffer bounds one SrcAvail: a larger send is offered in parts, so
+// that a call that ends early (CancelSend) copies at most this much, as a
+// TCP send buffer holds at most a few MiB.
+const zcopyMaxOffer = 4 << 20
 
 // The SrcAvailCancel exchange: the source sends SrcAvailCancel; the sink
 // finishes a Read it has started (RdmaRdCompl) and answers SendSM, after
@@ -91,18 +104,21 @@ const (
 	zcopyNudges = 8
 )
 
-// sendZCopy offers buf by SrcAvail and waits until the peer has read it or
-// asked for buffer copy. It returns the bytes taken. Called locked.
-func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
-	if !c.waitLocked(func() bool { return c.credits() >= 2 }, now) {
-		return 0, c.sendErr()
+// startZCopy offers buf (at most zcopyMaxOffer of it) by SrcAvail. The
+// call then waits outside the lock, as for any ErrWouldBlock, and calls
+// again with the same buffer (collectZCopy). It reports false when it
+// made no offer (no credit, no region): the caller uses buffer copy.
+// Called locked.
+func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
+	if c.credits() < 2 {
+		return false
 	}
+	buf = buf[:min(len(buf), zcopyMaxOffer)]
 	stag, err := c.qp.Register(buf, iwarp.AccessRemoteRead)
 	if err != nil {
-		return 0, ErrWouldBlock // caller falls back to buffer copy
+		return false
 	}
-	z := &zsrc{stag: stag, n: len(buf)}
-	c.zsrc = z
+	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel)}
 	var b [srcAvailLen]byte
 	c.mseq++
 	c.advertise()
@@ -116,43 +132,89 @@ func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
 	c.stats.MsgsTx++
 	c.stats.ZCopyReadSends++
 	_ = c.flush()
-	cancelAt := now.Add(zcopyCancel)
-	cancelled := false
-	var nudgeAt time.Time
-	nudges := 0
-	c.waitLocked(func() bool {
-		if z.read == z.n || z.sendSM {
-			return true
-		}
-		t := time.Now()
-		if !cancelled && z.read == 0 && !t.Before(cancelAt) && c.credits() >= 1 {
-			cancelled = true
-			nudgeAt = t.Add(zcopyNudge)
-			c.sendControl(MIDSrcAvailCncl)
-			c.stats.ZCopyCancels++
-			_ = c.flush()
-		}
-		// A stream damaged on the way (a ULPDU_Length made larger) leaves the
-		// sink waiting for octets that would complete a frame, while this
-		// side waits for its answer. Empty Data messages bring those octets,
-		// so the sink's CRC check fails and the connection ends instead of
-		// hanging; a healthy sink just takes them as credit updates.
-		if cancelled && nudges < zcopyNudges && !t.Before(nudgeAt) && c.credits() >= 1 {
-			nudges++
-			nudgeAt = t.Add(zcopyNudge)
-			c.sendControl(MIDData)
-			_ = c.flush()
-		}
-		return false
-	}, now)
+	return true
+}
+
+// zsrcAnswered reports that the offer needs nothing more from the peer:
+// all of it read, SendSM, or the connection over.
+func (c *Conn) zsrcAnswered() bool {
+	z := c.zsrc
+	// After the peer's FIN it can send nothing more: no RDMA Read
+	// Request, no RdmaRdCompl or SendSM. Waiting for one would hang.
+	return z.read == z.n || z.sendSM || c.st != stEstablished || c.closed || c.eof
+}
+
+// zsrcTimers cancels an offer nothing of which was read within
+// zcopyCancel, and nudges a silent sink after that. Called from progress.
+func (c *Conn) zsrcTimers(now time.Time) {
+	z := c.zsrc
+	if z == nil || c.zsrcAnswered() {
+		return
+	}
+	if !z.cancelled && (z.detached || (z.read == 0 && !now.Before(z.cancelAt))) && c.credits() >= 1 {
+		z.cancelled = true
+		z.nudgeAt = now.Add(zcopyNudge)
+		c.sendControl(MIDSrcAvailCncl)
+		c.stats.ZCopyCancels++
+	}
+	// A stream damaged on the way (a ULPDU_Length made larger) leaves the
+	// sink waiting for octets that would complete a frame, while this
+	// side waits for its answer. Empty Data messages bring those octets,
+	// so the sink's CRC check fails and the connection ends instead of
+	// hanging; a healthy sink just takes them as credit updates.
+	if z.cancelled && z.nudges < zcopyNudges && !now.Before(z.nudgeAt) && c.credits() >= 1 {
+		z.nudges++
+		z.nudgeAt = now.Add(zcopyNudge)
+		c.sendControl(MIDData)
+	}
+}
+
+// zsrcDeadline is when zsrcTimers next has something to do (zero: never).
+func (c *Conn) zsrcDeadline() time.Time {
+	z := c.zsrc
+	switch {
+	case z == nil || c.zsrcAnswered():
+		return time.Time{}
+	case !z.cancelled && z.read == 0:
+		return z.cancelAt
+	case z.cancelled && z.nudges < zcopyNudges:
+		return z.nudgeAt
+	}
+	return time.Time{}
+}
+
+// zsrcReady reports that the call that made the offer can collect it.
+func (c *Conn) zsrcReady() bool {
+	return c.zsrc != nil && !c.zsrc.detached && c.zsrcAnswered()
+}
+
+// collectZCopy is the offering call coming back (same buffer): it returns
+// the bytes taken once the offer is answered, ErrWouldBlock before.
+func (c *Conn) collectZCopy(buf []byte, now time.Time) (int, error) {
+	z := c.zsrc
+	if z.detached || !sameBuf(buf, z.buf) {
+		return 0, ErrWouldBlock // another call's offer comes first
+	}
+	c.zsrcTimers(now)
+	if !c.zsrcAnswered() {
+		_ = c.flush()
+		return 0, ErrWouldBlock
+	}
+	return c.finishZCopy(now)
+}
+
+// finishZCopy ends the answered offer: the region is invalidated and what
+// the sink did not read goes by buffer copy.
+func (c *Conn) finishZCopy(now time.Time) (int, error) {
+	z := c.zsrc
 	// The peer's Read Responses are framed when its Read Requests arrive,
 	// so once the sink says it read them the region is no longer needed.
-	c.qp.Invalidate(stag)
+	c.qp.Invalidate(z.stag)
 	c.zsrc = nil
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
 	c.stats.UserCopiesTx += uint64(z.read) // iwarp copies Read Responses into its transmit buffer
-	if c.st != stEstablished {
+	if c.st != stEstablished || c.closed || c.eof {
 		if z.read > 0 {
 			return z.read, nil
 		}
@@ -160,16 +222,65 @@ func (c *Conn) sendZCopy(buf []byte, now time.Time) (int, error) {
 	}
 	n := z.read
 	if n == 0 {
-		c.zcopyPause = time.Now().Add(zcopyBackoff)
+		c.zcopyPause = now.Add(zcopyBackoff)
 	}
-	if n < len(buf) { // SendSM: the rest by buffer copy
-		n += c.push([][]byte{buf[n:]}, len(buf)-n, now, true)
-		_ = c.flush()
+	if n < z.n { // SendSM: the rest by buffer copy
+		n += c.push([][]byte{z.buf[n:]}, z.n-n, now, true)
 	}
+	_ = c.flush()
 	if n == 0 {
 		return 0, ErrWouldBlock
 	}
 	return n, nil
+}
+
+// CancelSend ends a send call whose buffer is offered by SrcAvail before
+// the peer answered (a signal): the region moves to a copy of ours, so the
+// peer never reads the application's buffer again, SrcAvailCancel is sent,
+// and the connection finishes the offer by itself (progress, Background),
+// the rest going by buffer copy before anything sent later. It returns the
+// bytes the call returns: all of the offer, taken as TCP's send buffer
+// takes bytes, or those already sent when the offer was answered; 0 means
+// the call ends with its error.
+func (c *Conn) CancelSend(buf []byte) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	z := c.zsrc
+	if z == nil || z.detached || !sameBuf(buf, z.buf) {
+		return 0
+	}
+	now := time.Now()
+	if c.zsrcAnswered() {
+		n, _ := c.finishZCopy(now)
+		return n
+	}
+	priv := make([]byte, z.n)
+	c.qp.Rebind(z.stag, priv)
+	z.buf, z.detached = priv, true
+	c.stats.UserCopiesTx += uint64(z.n - z.read)
+	c.zsrcTimers(now)
+	_ = c.flush()
+	return z.n
+}
+
+// finishDetached ends a detached offer once it is answered: the rest goes
+// out first, from our copy, by buffer copy. Called from progress.
+func (c *Conn) finishDetached(now time.Time) {
+	z := c.zsrc
+	if z == nil || !z.detached || !c.zsrcAnswered() {
+		return
+	}
+	c.qp.Invalidate(z.stag)
+	c.zsrc = nil
+	c.stats.ZCopyTx += uint64(z.read)
+	c.stats.PayloadTx += uint64(z.read)
+	c.stats.UserCopiesTx += uint64(z.read)
+	if rest := z.buf[z.read:]; len(rest) > 0 && c.st == stEstablished && !c.eof {
+		c.early = append(rest, c.early...)        // before what later calls queued there
+		c.stats.UserCopiesTx += uint64(len(rest)) // drainEarly counts them as taken from here
+		c.drainEarly(now)
+	}
+	c.changes++
 }
 
 func (c *Conn) sendErr() error {
@@ -191,8 +302,7 @@ func (c *Conn) waitLocked(done func() bool, now time.Time) bool {
 		if done() {
 			return true
 		}
-		// After the peer's FIN it can send nothing more: no RDMA Read
-		// Request, no RdmaRdCompl or SendSM. Waiting for one would hang.
+		// After the peer's FIN it can send nothing more: waiting would hang.
 		if c.st != stEstablished || c.closed || c.eof {
 			return false
 		}
@@ -269,13 +379,16 @@ func (c *Conn) onSrcAvailCancel() error {
 	return nil
 }
 
-// sendPendingSM sends the SendSM a cancel asked for, credits permitting.
-func (c *Conn) sendPendingSM() {
+// sendPendingSM sends the SendSM a cancel asked for, credits permitting,
+// and the other zero-copy messages and timers that wait for progress.
+func (c *Conn) sendPendingSM(now time.Time) {
 	if c.pendingSM && c.st == stEstablished && c.credits() >= 1 {
 		c.pendingSM = false
 		c.sendControl(MIDSendSM)
 	}
 	c.sendPendingWZ()
+	c.zsrcTimers(now)
+	c.finishDetached(now)
 }
 
 func (c *Conn) onSendSM() error {
@@ -358,7 +471,7 @@ func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) 
 		c.zsink = nil
 		c.pendingSM = z.cancelled && z.done < z.n
 	}
-	c.sendPendingSM()
+	c.sendPendingSM(now)
 	_ = c.flush()
 	return n, nil
 }

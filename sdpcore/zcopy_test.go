@@ -141,3 +141,40 @@ func firstDiff(a, b []byte) int {
 	}
 	return -1
 }
+
+// TestZCopyCancelSend: a send call whose offer the sink has not answered
+// ends early (a signal: CancelSend). The offer counts as taken, the
+// application's buffer is never read again (the test overwrites it), and
+// the connection finishes the transfer by itself from its own copy, before
+// what is sent later.
+func TestZCopyCancelSend(t *testing.T) {
+	const total = 1 << 20
+	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			data := make([]byte, total)
+			rand.New(rand.NewSource(12)).Read(data)
+			want := append([]byte(nil), data...)
+			n, err := p.SendFlags([][]byte{data}, SendWait, time.Now())
+			require.Equal(t, ErrWouldBlock, err, "the offer is out (%d)", n)
+			require.EqualValues(t, 1, p.Stats().ZCopyReadSends)
+			require.Equal(t, total, p.CancelSend(data), "the whole offer is taken")
+			require.True(t, p.NeedsBackground(), "the connection finishes the offer by itself")
+			go p.Background(time.Minute)
+			for i := range data {
+				data[i] = 0xEE
+			}
+			tail := []byte("after")
+			done := make(chan error, 1)
+			go func() { done <- sendBytes(t, p, tail, 0, until) }()
+			got, err := recvN(t, a, total+len(tail), 256<<10, RecvWait, until)
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.Equal(t, -1, firstDiff(append(want, tail...), got))
+		})
+	}
+}

@@ -171,7 +171,7 @@ func (c *Conn) cancelSink(crossed bool) int {
 			z.buf = priv
 		}
 		c.stats.ZCopyCancels++
-		c.sendPendingSM()
+		c.sendPendingWZ()
 	} else {
 		c.qp.Invalidate(z.stag)
 		c.zw = nil

@@ -23,6 +23,9 @@ var families = []family{
 	{name: "ioctl", prog: "ioctl", part: "-", conns: 1, self: true},
 	{name: "sendfile", prog: "sendfile", part: "-", conns: 1, self: true},
 	{name: "zcopy", prog: "zcopy", part: "-", conns: 1, self: true},
+	{name: "zcopy-intr-send", prog: "zcopy_intr", part: "send", conns: 2},
+	{name: "zcopy-intr-restart", prog: "zcopy_intr", part: "restart", conns: 2},
+	{name: "zcopy-intr-recv", prog: "zcopy_intr", part: "recv", conns: 2},
 	{name: "oob", prog: "oob", part: "-", conns: 1, self: true},
 }
 
