@@ -842,6 +842,7 @@ URG_WRAP(int64_t, query, (int fd, int what), (fd, what))
 URG_WRAP(int64_t, take_early, (int fd, char *buf, int len), (fd, buf, len))
 URG_WRAP(int, exit, (void), ())
 URG_WRAP(int64_t, recv_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+URG_WRAP(int64_t, send_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
 
 /* urg_wrap routes the application's engine calls through the wrappers. */
 static void urg_wrap(void)
@@ -863,6 +864,8 @@ static void urg_wrap(void)
 		eng.exit = urg_exit;
 	if (eng.recv_cancel)
 		eng.recv_cancel = urg_recv_cancel;
+	if (eng.send_cancel)
+		eng.send_cancel = urg_send_cancel;
 }
 
 static int load_engine(void)
