@@ -41,7 +41,7 @@ func writeAll(t *testing.T, fd int, b []byte) {
 // edit (if not nil) has changed them. The queue is then empty.
 func sendSplit(t *testing.T, a, b *peer, cut int, edit func(rest []byte)) {
 	t.Helper()
-	out := append([]byte(nil), a.qp.txbuf[a.qp.txoff:]...)
+	out := a.qp.pendingWire()
 	require.Greater(t, len(out), cut)
 	a.qp.txoff = len(a.qp.txbuf)
 	require.NoError(t, a.qp.Flush())
@@ -226,7 +226,7 @@ func TestDirectPlacementInvalidatedMidway(t *testing.T) {
 	require.NoError(t, err)
 	data := pattern(40000, 3)
 	a.qp.PostWrite(s, 0, data)
-	out := append([]byte(nil), a.qp.txbuf[a.qp.txoff:]...)
+	out := a.qp.pendingWire()
 	a.qp.txoff = len(a.qp.txbuf)
 	require.NoError(t, a.qp.Flush())
 	parts := [][]byte{out[:100], out[100:20000], out[20000:]}

@@ -67,6 +67,13 @@ type QP struct {
 	expectRTR RTRType // RTR message still awaited (rtr.go)
 	rtrSeg    bool    // the segment being handled is that RTR
 
+	// Gather (txgather.go): holes of txbuf sent from registered memory.
+	holes      []hole
+	giov       []unix.Iovec
+	sealHoles  []Hole
+	gathered   uint64
+	holeCopied uint64
+
 	rdma   // memory regions, RDMA Read state, completions, faults (rdma.go)
 	direct // tagged payload read straight into its region (direct.go)
 }
@@ -372,6 +379,9 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 // as one large buffer (GSO) instead of one packet per FPDU, which over a
 // real MTU made every FPDU cost a trip through both stacks.
 func (q *QP) Flush() error {
+	if len(q.holes) > 0 {
+		return q.flushGather()
+	}
 	if q.noAlign {
 		return q.flushStream()
 	}
@@ -436,6 +446,8 @@ func (q *QP) txDone() {
 	q.txoff, q.recOff = 0, 0
 	q.txEnds = q.txEnds[:0]
 	q.respEnds = q.respEnds[:0]
+	clear(q.holes)
+	q.holes = q.holes[:0]
 	q.last.ok = false
 }
 

@@ -120,8 +120,14 @@ func (q *QP) Mem() *MemTable { return &q.mem }
 // Register is q.Mem().Register.
 func (q *QP) Register(buf []byte, access Access) (STag, error) { return q.mem.Register(buf, access) }
 
-// Invalidate is q.Mem().Invalidate: a local invalidation.
-func (q *QP) Invalidate(s STag) bool { return q.mem.Invalidate(s) }
+// Invalidate is q.Mem().Invalidate: a local invalidation. Read Responses
+// still queued from the region are copied out of it first (gather).
+func (q *QP) Invalidate(s STag) bool {
+	if r := q.mem.lookup(s); r != nil && len(q.holes) > 0 {
+		q.fillHoles(r.buf)
+	}
+	return q.mem.Invalidate(s)
+}
 
 // WatchWrites starts counting the octets of the peer's completed RDMA
 // Write messages into the region s (0: none), from zero: a ULP checks the
@@ -144,6 +150,7 @@ func (q *QP) Rebind(s STag, buf []byte) bool {
 	old := r.buf
 	copy(buf, old)
 	r.buf = buf
+	q.moveHoles(old, buf)
 	x := &q.direct
 	if !x.active || STag(x.seg.STag) != s {
 		return true
@@ -358,7 +365,11 @@ func (q *QP) answerRead(s *DDPSegment) error {
 			return readSourceErr(f, STag(r.SrcSTag), r.SrcTO, r.Size)
 		}
 	}
-	q.postTagged(OpReadResponse, STag(r.SinkSTag), r.SinkTO, [][]byte{src})
+	if len(src) >= gatherMin {
+		q.postTaggedGather(OpReadResponse, STag(r.SinkSTag), r.SinkTO, src) // sent from the region itself
+	} else {
+		q.postTagged(OpReadResponse, STag(r.SinkSTag), r.SinkTO, [][]byte{src})
+	}
 	q.respEnds = append(q.respEnds, len(q.txbuf))
 	if q.remoteEvents && !q.rtrSeg {
 		q.comps = append(q.comps, Completion{Kind: CompReadAnswered, STag: STag(r.SrcSTag), TO: r.SrcTO, Len: int(r.Size)})

@@ -149,7 +149,7 @@ func TestRxChunkIdleWithPartialFPDU(t *testing.T) {
 		a, b := largePair(t, o)
 		data := pattern(a.qp.MULPDU()-DDPUntaggedHeaderLen, 3)
 		a.qp.PostSend(OpSend, data)
-		out := append([]byte(nil), a.qp.txbuf[a.qp.txoff:]...)
+		out := a.qp.pendingWire()
 		a.qp.txoff = len(a.qp.txbuf)
 		require.NoError(t, a.qp.Flush())
 		const cut = 1000

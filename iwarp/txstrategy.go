@@ -63,7 +63,18 @@ func (f *TxFramer) ReserveFPDU(dst []byte, ulen int, pieces [][]byte) ([]byte, R
 
 // SealFPDU writes the framing of r (ULPDU_Length, markers, PAD, CRC over
 // the filled ULPDU) and advances the position past it.
-func (f *TxFramer) SealFPDU(r Reserved) {
+func (f *TxFramer) SealFPDU(r Reserved) { f.SealFPDUHoles(r, nil) }
+
+// Hole is a part of a reserved FPDU that the caller did not fill: its
+// octets are Src, which goes on the wire in its place (gather).
+type Hole struct {
+	Off int // offset in the FPDU
+	Src []byte
+}
+
+// SealFPDUHoles is SealFPDU for an FPDU whose holes, in order, are not
+// filled: the CRC runs over their Src octets instead.
+func (f *TxFramer) SealFPDUHoles(r Reserved, holes []Hole) {
 	out := r.fpdu
 	end := len(out) - crcLen
 	hdr := 0
@@ -78,7 +89,13 @@ func (f *TxFramer) SealFPDU(r Reserved) {
 	clear(out[r.pad : r.pad+padLen(r.ulen)])
 	var crc uint32
 	if f.crc {
-		crc = CRC32C(out[:end])
+		at := 0
+		for _, h := range holes {
+			crc = UpdateCRC32C(crc, out[at:h.Off])
+			crc = UpdateCRC32C(crc, h.Src)
+			at = h.Off + len(h.Src)
+		}
+		crc = UpdateCRC32C(crc, out[at:end])
 	}
 	binary.LittleEndian.PutUint32(out[end:], crc)
 	f.pos += uint64(len(out))

@@ -23,9 +23,11 @@ import (
 //
 // ZCopy is used for a send of at least SDP_ZCOPY_THRESHOLD bytes in one
 // buffer from a call that waits (SendWait), when nothing is queued before
-// it. No payload byte passes through an SDP buffer; iwarp frames Read
-// Responses into its transmit buffer (one copy, counted) and places them
-// on the sink straight from the socket where it can (counted when not).
+// it. No payload byte passes through an SDP buffer; iwarp sends Read
+// Responses from the region itself (gather: the kernel reads the
+// application's buffer, valid because the call returns only once the sink
+// has read it) and places them on the sink straight from the socket where
+// it can. Copies it makes after all are counted.
 
 // SendWait says the caller blocks until the send completes, so bufs stay
 // valid for the whole call: the condition for zero copy.
@@ -64,6 +66,7 @@ type zsrc struct {
 	cancelAt  time.Time
 	nudgeAt   time.Time
 	nudges    int
+	copied0   uint64 // the QP's TxCopied when offered
 }
 
 // zcopyMaxOffer bounds one SrcAvail: a larger send is offered in parts, so
@@ -118,7 +121,7 @@ func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
 	if err != nil {
 		return false
 	}
-	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel)}
+	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel), copied0: c.qp.TxCopied()}
 	var b [srcAvailLen]byte
 	c.mseq++
 	c.advertise()
@@ -213,7 +216,9 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 	c.zsrc = nil
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
-	c.stats.UserCopiesTx += uint64(z.read) // iwarp copies Read Responses into its transmit buffer
+	// iwarp sends Read Responses from the region itself, unless it had to
+	// copy them because the region went before the kernel took them.
+	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
 	if c.st != stEstablished || c.closed || c.eof {
 		if z.read > 0 {
 			return z.read, nil
@@ -274,7 +279,7 @@ func (c *Conn) finishDetached(now time.Time) {
 	c.zsrc = nil
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
-	c.stats.UserCopiesTx += uint64(z.read)
+	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
 	if rest := z.buf[z.read:]; len(rest) > 0 && c.st == stEstablished && !c.eof {
 		c.early = append(rest, c.early...)        // before what later calls queued there
 		c.stats.UserCopiesTx += uint64(len(rest)) // drainEarly counts them as taken from here

@@ -52,7 +52,7 @@ func TestZCopy(t *testing.T) {
 			a, p := connPair(t, cfg)
 			oneWay(t, p, a, 1)
 			until := time.Now().Add(30 * time.Second)
-			as0 := a.Stats()
+			as0, ps0 := a.Stats(), p.Stats()
 			done := make(chan error, 1)
 			go func() { done <- sendWait(t, p, data, until) }()
 			got, err := recvN(t, a, total, 256<<10, RecvWait, until)
@@ -65,6 +65,8 @@ func TestZCopy(t *testing.T) {
 			// cancelled after the first read (zcopyCancel).
 			require.GreaterOrEqual(t, ps.ZCopyTx, uint64(256<<10))
 			require.Equal(t, ps.ZCopyTx, as.ZCopyRx)
+			// The Read Responses went out of the sender's buffer itself.
+			require.Equal(t, uint64(total)-ps.ZCopyTx, ps.UserCopiesTx-ps0.UserCopiesTx, "copies on the sending side")
 			// At most one copy per byte: iwarp's staging copy when the data
 			// was all in before placement could start, none when it read it
 			// from the socket straight into the application's buffer.

@@ -313,9 +313,20 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 		}
 	}
 	n := min(total, z.n)
-	c.parts = gather(c.parts[:0], bufs, 0, n)
-	c.qp.PostWrite(z.stag, z.to, c.parts...)
-	clear(c.parts)
+	copied0 := c.qp.TxCopied()
+	var src []byte
+	if n <= len(bufs[0]) {
+		// Sent from the application's buffer itself (iwarp's gather);
+		// what the kernel does not take before the call returns is
+		// copied then (Settle).
+		src = bufs[0][:n]
+		c.qp.PostWriteGather(z.stag, z.to, src)
+	} else {
+		c.parts = gather(c.parts[:0], bufs, 0, n)
+		c.qp.PostWrite(z.stag, z.to, c.parts...)
+		clear(c.parts)
+		c.stats.UserCopiesTx += uint64(n)
+	}
 	var m [rdmaWrComplLen]byte
 	c.mseq++
 	c.advertise()
@@ -329,8 +340,11 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 	c.stats.ZCopyWriteSends++
 	c.stats.ZCopyTx += uint64(n)
 	c.stats.PayloadTx += uint64(n)
-	c.stats.UserCopiesTx += uint64(n) // iwarp frames the RDMA Write into its transmit buffer
 	_ = c.flush()
+	if src != nil {
+		c.qp.Settle(src)
+		c.stats.UserCopiesTx += c.qp.TxCopied() - copied0
+	}
 	return n, nil
 }
 
