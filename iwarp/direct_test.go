@@ -47,10 +47,13 @@ func sendSplit(t *testing.T, a, b *peer, cut int, edit func(rest []byte)) {
 	require.NoError(t, a.qp.Flush())
 	writeAll(t, a.qp.Fd(), out[:cut])
 	waitArrived(t, b, uint64(cut))
-	n, err := b.qp.Fill()
-	require.NoError(t, err)
-	require.Equal(t, cut, n)
-	_, err = b.qp.NextSegment()
+	// A QP awaiting a Read Response reads the headers apart (watchRead).
+	for got := 0; got < cut; {
+		n, err := b.qp.Fill()
+		require.NoError(t, err)
+		got += n
+	}
+	_, err := b.qp.NextSegment()
 	require.ErrorIs(t, err, ErrNeedMore)
 	if edit != nil {
 		edit(out[cut:])

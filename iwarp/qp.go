@@ -563,15 +563,16 @@ func (q *QP) Fill() (int, error) {
 	}
 }
 
-// watchRead bounds a read while RDMA Writes into a watched region are
-// expected (WatchWrites): a read that stops at the end of the headers of
+// watchRead bounds a read while tagged data is expected: RDMA Writes into
+// a watched region (WatchWrites) or Read Responses to a Read Request of
+// ours (not an RTR's zero-length one): a read that stops at the end of the headers of
 // the next FPDU, or at the end of the FPDU whose headers are in, leaves
 // the payload of a large tagged FPDU in the socket, so that direct
 // placement reads it straight into the region instead of a copy out of
 // the receive chunk. It costs a system call per FPDU, only then. 0: no
 // bound.
 func (q *QP) watchRead() int {
-	if q.watch == 0 || q.direct.off || !q.full || q.rx == nil {
+	if (q.watch == 0 && !q.readPending()) || q.direct.off || !q.full || q.rx == nil {
 		return 0
 	}
 	var buf []byte

@@ -448,3 +448,13 @@ func (q *QP) terminatePayload(dst []byte, err *Error) []byte {
 // termBuf sizes a Terminate payload: control, segment length, the longer
 // DDP header and a Read Request header.
 const termBufLen = TerminateHeaderLen + 2 + DDPUntaggedHeaderLen + ReadRequestHeaderLen
+
+// readPending reports an outstanding Read Request of ours with data to come.
+func (q *QP) readPending() bool {
+	for _, r := range q.reads {
+		if r.req.Size > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -180,3 +180,80 @@ func TestZCopyCancelSend(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkZCopy measures one-way throughput of 1 MiB blocking sends into
+// 1 MiB blocking receives: by zero copy (Read ZCopy or Write ZCopy,
+// whichever offer comes first), by buffer copy alone (threshold 0), and
+// over plain TCP with the same call sizes, in one run:
+//
+//	go test -run '^$' -bench BenchmarkZCopy ./sdpcore
+func BenchmarkZCopy(b *testing.B) {
+	const size = 1 << 20
+	for _, markers := range []bool{true, false} {
+		suffix := ""
+		if !markers {
+			suffix = "-nomarkers-nocrc"
+		}
+		b.Run("zcopy"+suffix, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Markers, cfg.CRC = markers, markers
+			benchZCopy(b, size, cfg)
+		})
+		b.Run("bcopy"+suffix, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Markers, cfg.CRC = markers, markers
+			cfg.ZCopyThreshold = 0
+			benchZCopy(b, size, cfg)
+		})
+	}
+	b.Run("tcp", func(b *testing.B) { benchTCP(b, size) })
+}
+
+func benchZCopy(b *testing.B, size int, cfg Config) {
+	a, p := connPair(b, cfg)
+	buf := make([]byte, size)
+	done := make(chan error, 1)
+	until := time.Now().Add(5 * time.Minute)
+	go func() {
+		rb := make([]byte, size)
+		total := size * b.N
+		for got := 0; got < total; {
+			k, err := a.Recv([][]byte{rb[:min(size, total-got)]}, RecvWait, time.Now())
+			if err == ErrWouldBlock {
+				if err := wait(b, a, EvIn, until); err != nil {
+					done <- err
+					return
+				}
+				continue
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+			got += k
+		}
+		done <- sendBytes(b, a, []byte{1}, 0, until)
+	}()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := sendBytes(b, p, buf, SendWait, until); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := recvCount(b, p, make([]byte, 1), 1, until); err != nil {
+		b.Fatal("no answer from the receiver:", err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	tx, rx := p.Stats(), a.Stats()
+	if tx.PayloadTx > 0 && rx.PayloadRx > 0 {
+		b.ReportMetric(float64(tx.UserCopiesTx)/float64(tx.PayloadTx), "copies/B-tx")
+		b.ReportMetric(float64(rx.UserCopiesRx)/float64(rx.PayloadRx), "copies/B-rx")
+		b.ReportMetric(float64(tx.ZCopyTx-rx.ZCopyWriteRx)/float64(tx.PayloadTx), "read-zcopy/B")
+		b.ReportMetric(float64(rx.ZCopyWriteRx)/float64(tx.PayloadTx), "write-zcopy/B")
+	}
+}
