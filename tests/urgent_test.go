@@ -17,6 +17,7 @@ var urgentFamilies = []family{
 	{name: "sigurg-pgrp", prog: "sigurg", part: "pgrp", conns: 1},
 	{name: "sigurg-tid", prog: "sigurg", part: "tid", conns: 1},
 	{name: "sigurg-late", prog: "sigurg", part: "late", conns: 1},
+	{name: "sigurg-ioctl", prog: "sigurg", part: "ioctl", conns: 1},
 }
 
 func TestUrgentModes(t *testing.T) {

@@ -9,7 +9,8 @@
  *   pid   F_SETOWN getpid(), handler installed before the first I/O
  *   pgrp  F_SETOWN -getpgrp() (the test runs each program as its own group)
  *   tid   F_SETOWN_EX F_OWNER_TID, the server's thread
- *   late  F_SETOWN getpid(), handler installed after the first I/O */
+ *   late  F_SETOWN getpid(), handler installed after the first I/O
+ *   ioctl FIOSETOWN getpid() */
 #include "capi.h"
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -55,6 +56,10 @@ static void own(struct ctx *c, int fd)
 	} else if (!strcmp(c->part, "tid")) {
 		struct f_owner_ex o = { .type = F_OWNER_TID, .pid = (pid_t)syscall(SYS_gettid) };
 		SYS(fcntl(fd, F_SETOWN_EX, &o));
+	} else if (!strcmp(c->part, "ioctl")) {
+		int pid = getpid();
+		SYS(ioctl(fd, FIOSETOWN, &pid));
+		EQ(fcntl(fd, F_GETOWN), pid);
 	} else {
 		SYS(fcntl(fd, F_SETOWN, getpid()));
 	}
