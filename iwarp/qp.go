@@ -572,7 +572,7 @@ func (q *QP) Fill() (int, error) {
 // the receive chunk. It costs a system call per FPDU, only then. 0: no
 // bound.
 func (q *QP) watchRead() int {
-	if (q.watch == 0 && !q.readPending()) || q.direct.off || !q.full || q.rx == nil {
+	if (q.watch == 0 && !q.readPending()) || q.direct.off || !q.full || q.rx == nil || q.emss < watchMinSegment {
 		return 0
 	}
 	var buf []byte
@@ -594,6 +594,12 @@ func (q *QP) watchRead() int {
 	}
 	return 0
 }
+
+// watchMinSegment: below this segment size (a real MTU, as on veth or
+// Ethernet: about 1400 octets per FPDU) the system calls of reading FPDU
+// by FPDU cost more than the copy they save, so reads are not bounded. The
+// peer's FPDUs follow its MSS, which matches ours on the same path.
+const watchMinSegment = 16 << 10
 
 // minRead is the room Fill wants before reading.
 func (q *QP) minRead() int {

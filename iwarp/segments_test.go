@@ -129,3 +129,22 @@ func TestLargeMessageOneAllocation(t *testing.T) {
 		require.Less(t, perMsg, uint64(used+used/5), "markers %t, emss %d: %d octets allocated per message of %d", tc.markers, tc.emss, perMsg, used)
 	}
 }
+
+// TestWatchedReadsOverSmallMSS: while RDMA Writes into a watched region
+// are expected, reads stop at FPDU boundaries (so direct placement can
+// take the payload from the socket) only where FPDUs are large. Over a
+// 1500-octet MTU that was two system calls per 1.4 KB FPDU, and made a
+// 1 MiB ping-pong between two namespaces 3× slower than copying.
+func TestWatchedReadsOverSmallMSS(t *testing.T) {
+	for _, emss := range []int{536, 1448, 9000, watchMinSegment, 65483} {
+		q := NewQP(-1)
+		q.StartFullOperation(true, true, true, DefaultMarkerSpacing, emss)
+		require.Zero(t, q.watchRead(), "emss %d: nothing watched", emss)
+		q.WatchWrites(STag(0x100))
+		if emss < watchMinSegment {
+			require.Zero(t, q.watchRead(), "emss %d", emss)
+		} else {
+			require.Positive(t, q.watchRead(), "emss %d", emss)
+		}
+	}
+}

@@ -71,6 +71,7 @@ one() {
 	local envv=(SDP_STATS=0)
 	# shellcheck disable=SC2206
 	[[ $cfg == sdp ]] && envv=(LD_PRELOAD="$lib/libsdp.so" SDP_MODE=sdp SDP_STATS=1 ${PAIR_ENV:-})
+	rm -f "$tmp/server.out" # no "ready" of the last server
 	"${srv[@]}" env -u LD_PRELOAD "${envv[@]}" SDPBENCH_TIMEOUT=300 "$tmp/sdpbench" server "$addr" "$port" \
 		>"$tmp/server.out" 2>"$tmp/server.err" &
 	local spid=$!
