@@ -395,7 +395,7 @@ func (q *QP) Flush() error {
 			if end <= start {
 				continue
 			}
-			if q.emss > 0 && (end-rec)%q.emss == 0 && i+1 < len(q.txEnds) {
+			if q.runOn(rec, end) && i+1 < len(q.txEnds) {
 				continue // whole segments so far: the record goes on
 			}
 			q.iov[n].Base = &q.txbuf[start]
@@ -433,6 +433,18 @@ func (q *QP) Flush() error {
 	q.txDone()
 	return nil
 }
+
+// runOn reports whether a record that began at txbuf offset rec may go on
+// after a frame that ends at end: while its FPDUs fill whole segments, up
+// to maxRecord octets. Bounded, a record that a full socket cuts inside an
+// FPDU (the kernel then sends the piece as a short segment) leaves few
+// segments starting inside FPDUs.
+func (q *QP) runOn(rec, end int) bool {
+	return q.emss > 0 && (end-rec)%q.emss == 0 && end-rec < maxRecord
+}
+
+// maxRecord is about what the kernel puts into one buffer (64 KiB, GSO).
+const maxRecord = 64 << 10
 
 // txDone empties the transmit buffer once every queued byte is written.
 func (q *QP) txDone() {

@@ -9,10 +9,10 @@ import (
 
 // TestFPDUsFillSegments: with FPDUs aligned, a message longer than one
 // segment is cut into FPDUs that each fill a segment of the MSS exactly
-// (only the last is shorter), and the whole message goes to the kernel as
-// one record, which it cuts at the same places. Were each FPDU its own
-// record, every FPDU would travel as its own packet (about 1400 octets)
-// through both TCP stacks.
+// (only the last is shorter), and the message goes to the kernel in
+// records of up to 64 KiB, which it cuts at the same places. Were each
+// FPDU its own record, every FPDU would travel as its own packet (about
+// 1400 octets) through both TCP stacks.
 func TestFPDUsFillSegments(t *testing.T) {
 	forModes(t, func(t *testing.T, o pairOpts) {
 		a, b := qpPair(t, o)
@@ -31,11 +31,14 @@ func TestFPDUsFillSegments(t *testing.T) {
 		}
 		n := a.qp.TxStats().FPDUs - fpdus
 		require.Equal(t, uint64(len(a.qp.txEnds)), n)
+		// Records of up to maxRecord octets: 46 FPDUs of 1448 each.
+		per := uint64(maxRecord/mss + 1)
+		want := (n + per - 1) / per
 		require.LessOrEqual(t, n, uint64(len(msg)/(mss-64)+1), "FPDUs carry too little")
 		run(t, a, b, func() bool { return len(b.segs) > 0 && b.segs[len(b.segs)-1].Last })
 		got, _ := message(t, b.segs, 0)
 		require.Equal(t, msg, got)
-		require.Equal(t, records+1, a.qp.TxRecords(), "%d FPDUs in more than one record", n)
+		require.Equal(t, records+want, a.qp.TxRecords(), "%d FPDUs", n)
 	})
 }
 
@@ -147,4 +150,29 @@ func TestWatchedReadsOverSmallMSS(t *testing.T) {
 			require.Positive(t, q.watchRead(), "emss %d", emss)
 		}
 	}
+}
+
+// TestGatherRecordEndsAtFPDU: when a record sent from registered memory
+// needs more iovecs than one sendmsg takes, the call ends at the last whole
+// FPDU, never inside one: the kernel sends what one call leaves at the
+// end of a record as a short segment, and every segment after it would
+// start inside an FPDU (seen as 3 in 4 FPDUs misaligned over veth).
+func TestGatherRecordEndsAtFPDU(t *testing.T) {
+	a, _ := qpPair(t, pairOpts{true, true})
+	q := a.qp
+	src := pattern(1<<20, 4)
+	q.PostWriteGather(STag(0x1234), 0, src)
+	require.NotEmpty(t, q.holes)
+	frames := append([]int(nil), q.txEnds...)
+	q.giov = q.giov[:0]
+	reached := q.gatherIov(q.txoff, frames[len(frames)-1], maxIov)
+	require.Less(t, reached, frames[len(frames)-1], "1 MiB in 1448-octet FPDUs needs more than %d iovecs", maxIov)
+	cut := q.lastFrameEnd(reached)
+	require.Contains(t, frames, cut)
+	require.LessOrEqual(t, cut, reached)
+	require.Zero(t, cut%1448, "a run of FPDUs that fill segments ends on a segment boundary")
+	for _, e := range frames {
+		require.False(t, e > cut && e <= reached, "frame end %d lies between the cut %d and %d", e, cut, reached)
+	}
+	require.Zero(t, q.lastFrameEnd(frames[0]-1), "no whole frame")
 }

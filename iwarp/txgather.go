@@ -177,7 +177,7 @@ func (q *QP) flushGather() error {
 					continue
 				}
 				end = e
-				if q.emss > 0 && (e-rec)%q.emss == 0 && i+1 < len(q.txEnds) {
+				if q.runOn(rec, e) && i+1 < len(q.txEnds) {
 					continue
 				}
 				break
@@ -185,6 +185,19 @@ func (q *QP) flushGather() error {
 		}
 		q.giov = q.giov[:0]
 		reached := q.gatherIov(q.txoff, end, maxIov)
+		if reached < end && !q.noAlign {
+			// The iovecs ran out inside the record, maybe inside an FPDU.
+			// Ended there, the kernel would send the piece as a short
+			// segment and the rest of the record would start segments
+			// in the middle of FPDUs: end it at the last whole FPDU
+			// instead, which in a run of FPDUs that fill their segments
+			// lies on a segment boundary.
+			if cut := q.lastFrameEnd(reached); cut > 0 {
+				end = cut
+				q.giov = q.giov[:0]
+				reached = q.gatherIov(q.txoff, end, maxIov)
+			}
+		}
 		var msg unix.Msghdr
 		msg.Iov = &q.giov[0]
 		msg.SetIovlen(len(q.giov))
@@ -213,6 +226,21 @@ func (q *QP) flushGather() error {
 	}
 	q.txDone()
 	return nil
+}
+
+// lastFrameEnd returns the end of the last frame not yet written that ends
+// by txbuf offset at, or 0 when none does.
+func (q *QP) lastFrameEnd(at int) int {
+	cut := 0
+	for _, e := range q.txEnds {
+		if e > at {
+			break
+		}
+		if e > q.txoff {
+			cut = e
+		}
+	}
+	return cut
 }
 
 // pendingWire returns a copy of the octets queued and not yet written, as
