@@ -829,7 +829,15 @@ static __typeof__(eng) eng_real;
 		urg_leave();                    \
 		return r_;                      \
 	}
-URG_WRAP(int, attach, (int fd, int role, const uint8_t *req, int len), (fd, role, req, len))
+/* attach runs under attach_mu: a handler calling the engine would find it
+ * taken, so marks seen while attaching are signalled by the next call. */
+static int urg_attach(int fd, int role, const uint8_t *req, int len)
+{
+	urg_enter();
+	int r = eng_real.attach(fd, role, req, len);
+	atomic_fetch_sub(&urg_inside, 1);
+	return r;
+}
 URG_WRAP(int64_t, sendv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
 URG_WRAP(int64_t, sendv_flags, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))
 URG_WRAP(int64_t, recvv, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))

@@ -18,6 +18,7 @@ var urgentFamilies = []family{
 	{name: "sigurg-tid", prog: "sigurg", part: "tid", conns: 1},
 	{name: "sigurg-late", prog: "sigurg", part: "late", conns: 1},
 	{name: "sigurg-ioctl", prog: "sigurg", part: "ioctl", conns: 1},
+	{name: "sigurg-inhandler", prog: "sigurg", part: "inhandler", conns: 1},
 }
 
 func TestUrgentModes(t *testing.T) {

@@ -10,12 +10,16 @@
  *   pgrp  F_SETOWN -getpgrp() (the test runs each program as its own group)
  *   tid   F_SETOWN_EX F_OWNER_TID, the server's thread
  *   late  F_SETOWN getpid(), handler installed after the first I/O
- *   ioctl FIOSETOWN getpid() */
+ *   ioctl FIOSETOWN getpid()
+ *   inhandler  F_SETOWN getpid(); the handler calls recv(MSG_OOB) (first part only) */
 #include "capi.h"
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
 static volatile sig_atomic_t urg_count, urg_tid_ok = 1;
+/* inhandler: the handler reads the urgent byte itself, the classic use. */
+static int h_fd = -1;
+static volatile sig_atomic_t h_n = -2, h_b, h_err;
 
 /* on_urg counts the calls and checks that they run on the main thread, the
  * server's only thread of its own (libsdp's engine threads must not take
@@ -26,6 +30,14 @@ static void on_urg(int sig)
 	if ((pid_t)syscall(SYS_gettid) != getpid())
 		urg_tid_ok = 0;
 	urg_count++;
+	if (h_fd >= 0 && h_n == -2) {
+		int saved = errno;
+		char b = 0;
+		h_n = (sig_atomic_t)recv(h_fd, &b, 1, MSG_OOB);
+		h_b = b;
+		h_err = errno;
+		errno = saved;
+	}
 }
 
 static void setup(struct ctx *c)
@@ -124,6 +136,9 @@ static void server(struct ctx *c)
 		handler(); /* before the engine, if any, is loaded */
 	int fd = ACCEPT(c->lfd[0]);
 	own(c, fd);
+	int inh = !strcmp(c->part, "inhandler");
+	if (inh)
+		h_fd = fd;
 	SEND_TAG(fd, "s0"); /* the first I/O (under libsdp: the engine loads) */
 	if (late)
 		handler();
@@ -131,6 +146,35 @@ static void server(struct ctx *c)
 	char b;
 
 	/* Blocked in poll: "ab", "cd" with 'd' urgent, "ef". */
+	if (inh) {
+		/* The handler may come before the byte (EAGAIN), as on TCP when
+		 * the urgent pointer arrives first. */
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int n;
+		do
+			n = poll(&p, 1, 10000);
+		while (n < 0 && errno == EINTR);
+		EQ(n, 1);
+		wait_count(fd, 1);
+		if (h_n == 1) {
+			EQ(h_b, 'd');
+			EQ(recv(fd, &b, 1, MSG_OOB), -1); /* read already */
+		} else {
+			CHECK(h_n == -1 && h_err == EAGAIN, "recv(MSG_OOB) in the handler: %d, errno %d", (int)h_n, (int)h_err);
+			wait_pri(fd);
+			EQ(recv(fd, &b, 1, MSG_OOB), 1);
+			EQ(b, 'd');
+		}
+		RECV_STR(fd, "abc");
+		EQ(atmark(fd), 1);
+		RECV_STR(fd, "ef");
+		EQ(urg_count, 1);
+		SEND_TAG(fd, "end");
+		EXPECT_EOF(fd);
+		SYS(close(fd));
+		SYS(close(c->lfd[0]));
+		return;
+	}
 	wait_pri(fd);
 	EQ(urg_count, 1); /* the handler ran before poll returned */
 	EQ(atmark(fd), 0);
@@ -202,6 +246,11 @@ static void client(struct ctx *c)
 	EQ(send(fd, "ab", 2, 0), 2);
 	EQ(send(fd, "cd", 2, MSG_OOB), 2);
 	EQ(send(fd, "ef", 2, 0), 2);
+	if (!strcmp(c->part, "inhandler")) {
+		EXPECT_TAG(fd, "end");
+		SYS(close(fd));
+		return;
+	}
 	EXPECT_TAG(fd, "s2");
 	EQ(send(fd, "xy", 2, MSG_OOB), 2);
 	EXPECT_TAG(fd, "s3");
