@@ -359,3 +359,57 @@ func sendRaw(c *Conn, mid MID, body []byte) {
 	c.qp.PostSend(iwarp.OpSend, m)
 	_ = c.flush()
 }
+
+// FuzzWriteZCopy feeds both ends of Write ZCopy arbitrary SinkAvail,
+// RdmaWrCompl, SinkAvailCancel and SinkCancelAck messages: whatever the
+// peer claims, a receive never returns more than its buffer or than was
+// written into it, and a bad claim is an error rather than a panic.
+func FuzzWriteZCopy(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1, 0, 0, 16, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		newConn := func() *Conn {
+			c := &Conn{qp: iwarp.NewQP(-1), fc: FlowCredit, st: stEstablished, peerWZ: true, bufSize: 1 << 16}
+			c.peerBufs, c.posted = 1<<10, 1<<10
+			c.qp.StartFullOperation(false, false, false, 0, 1460) // what it sends is only queued
+			return c
+		}
+		sink, src := newConn(), newConn()
+		buf := make([]byte, 4096)
+		stag, err := sink.qp.Register(buf, iwarp.AccessRemoteWrite)
+		require.NoError(t, err)
+		sink.qp.WatchWrites(stag)
+		sink.zw = &zwsink{stag: stag, buf: buf}
+		for len(ops) >= 9 {
+			kind, body := ops[0]%5, ops[1:9]
+			ops = ops[9:]
+			mseq := binary.BigEndian.Uint32(body[4:])
+			h := func(mid MID, l int) BSDH {
+				m := make([]byte, l)
+				EncodeBSDH(m, BSDHFields{MID: mid, Len: uint32(l), MSeqAck: mseq})
+				copy(m[BSDHLen:], body)
+				return BSDH(m)
+			}
+			switch kind {
+			case 0:
+				_ = src.onSinkAvail(h(MIDSinkAvail, sinkAvailLen))
+				if src.zws != nil {
+					require.NotZero(t, src.zws.n)
+				}
+			case 1:
+				if sink.onRdmaWrCompl(h(MIDRdmaWrCompl, rdmaWrComplLen)) == nil && sink.zw != nil {
+					require.LessOrEqual(t, sink.zw.written, len(buf))
+					require.Equal(t, sink.zw.written, sink.qp.Written(), "only what was written")
+				}
+			case 2:
+				_ = src.onSinkAvailCancel(h(MIDSinkAvailCncl, BSDHLen))
+				require.Nil(t, src.zws)
+			case 3:
+				_ = sink.onSinkCancelAck()
+			case 4:
+				sink.cancelSink(body[0]&1 == 0)
+			}
+			require.LessOrEqual(t, sink.rqBytes, len(buf))
+		}
+	})
+}
