@@ -144,7 +144,9 @@ func (c *Conn) zsrcAnswered() bool {
 	z := c.zsrc
 	// After the peer's FIN it can send nothing more: no RDMA Read
 	// Request, no RdmaRdCompl or SendSM. Waiting for one would hang.
-	return z.read == z.n || z.sendSM || c.st != stEstablished || c.closed || c.eof
+	// A detached offer outlives the descriptor: the peer may still be
+	// reading it, and what it does not read goes by buffer copy.
+	return z.read == z.n || z.sendSM || c.st != stEstablished || (c.closed && !z.detached) || c.eof
 }
 
 // zsrcTimers cancels an offer nothing of which was read within
