@@ -329,3 +329,30 @@ func TestUrgentStream(t *testing.T) {
 		require.Equal(t, data, got)
 	})
 }
+
+// TestUrgentIntoSink: urgent data sent while the receiver's blocking
+// receive has its buffer offered (Write ZCopy's SinkAvail) goes by buffer
+// copy: the receive returns the bytes before the mark, and the urgent byte
+// and the rest follow as usual.
+func TestUrgentIntoSink(t *testing.T) {
+	urgentModes(t, func(t *testing.T, cfg Config) {
+		a, p := connPair(t, cfg)
+		oneWay(t, p, a, 1)
+		until := time.Now().Add(10 * time.Second)
+		buf := make([]byte, 1<<20)
+		offerSink(t, a, p, buf, until)
+		sendStr(t, p, "abc", SendOOB)
+		sendStr(t, p, "de", 0)
+		n, err := recvSame(t, a, buf, until)
+		require.NoError(t, err)
+		require.Equal(t, "ab", string(buf[:n]), "the receive stops at the mark")
+		peekOOB(t, a, 'c', until)
+		require.True(t, a.AtMark(time.Now()))
+		one := make([]byte, 1)
+		n, err = a.RecvOOB(one, false, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, "c", string(one[:n]))
+		require.Equal(t, "de", recvSome(t, a, 100, until))
+		oneWay(t, p, a, 100000)
+	})
+}
