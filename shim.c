@@ -680,6 +680,8 @@ static int urg_pending(pid_t tid)
 }
 
 static __thread int urg_gating; /* this thread holds urg_gate */
+static __thread int urg_hold;   /* this thread holds a lock of the shim's */
+static _Atomic int64_t urg_gate_at; /* when urg_gate was last taken */
 static _Atomic unsigned urg_sent; /* SIGURGs sent to this process */
 
 /* urg_restart says whether a wait interrupted by a signal may go on
@@ -737,6 +739,7 @@ static int urg_signal(int i, int fd1, int self)
 	/* A thread of this process, chosen by the kernel or named by the owner,
 	 * takes it: keep application threads out of Go until it has. */
 	atomic_fetch_add(&urg_gate, 1);
+	atomic_store(&urg_gate_at, urg_now_ns());
 	if (atomic_load(&urg_inside) > 0) {
 		atomic_fetch_sub(&urg_gate, 1);
 		return 0;
@@ -746,6 +749,7 @@ static int urg_signal(int i, int fd1, int self)
 		/* One already pending (every thread blocks SIGURG) merges with
 		 * this one: nobody takes it soon, nothing to wait for. */
 		int wait = !urg_pending(pt);
+		int was = urg_gating;
 		urg_gating = 1; /* a handler run by this thread may call the engine */
 		atomic_fetch_add(&urg_sent, 1);
 		if (o.type == F_OWNER_TID)
@@ -754,7 +758,7 @@ static int urg_signal(int i, int fd1, int self)
 			kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
 		for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
 			sched_yield();
-		urg_gating = 0;
+		urg_gating = was;
 	}
 	atomic_fetch_sub(&urg_gate, 1);
 	return 1;
@@ -789,14 +793,25 @@ static int shim_urgent(int fd)
  * kernel's signal delivery). */
 static void urg_wait_gate(int64_t end)
 {
-	while (atomic_load(&urg_gate) && urg_now_ns() < end)
+	while (atomic_load(&urg_gate) && urg_now_ns() < end) {
+		/* A holder whose thread ran the handler, which left by
+		 * siglongjmp, never lets go: it is taken for gone. */
+		if (urg_now_ns() - atomic_load(&urg_gate_at) > 4 * URG_WAIT_NS) {
+			atomic_store(&urg_gate, 0);
+			break;
+		}
 		sched_yield();
+	}
 }
 
 static inline void urg_enter(void)
 {
 	atomic_fetch_add(&urg_inside, 1);
-	if (!atomic_load(&urg_gate) || urg_gating)
+	if (!atomic_load(&urg_gate)) {
+		urg_gating = 0; /* left over by a handler's siglongjmp, if set */
+		return;
+	}
+	if (urg_gating)
 		return;
 	int64_t end = urg_now_ns() + 2 * URG_WAIT_NS;
 	do {
@@ -812,6 +827,21 @@ static inline void urg_enter(void)
 static inline void urg_leave(void)
 {
 	atomic_fetch_sub(&urg_inside, 1);
+	if (urg_hold)
+		return; /* urg_unhold does it */
+	if (atomic_load(&urg_noted) > 0)
+		urg_flush(1);
+	if (atomic_load(&urg_gate) && !urg_gating)
+		urg_wait_gate(urg_now_ns() + 2 * URG_WAIT_NS);
+}
+
+/* urg_unhold ends a stretch in which the thread held a lock of the shim's
+ * (an epoll set's): a handler, which may call the shim or leave by
+ * siglongjmp, runs only once it is released. */
+static void urg_unhold(void)
+{
+	if (--urg_hold > 0)
+		return;
 	if (atomic_load(&urg_noted) > 0)
 		urg_flush(1);
 	if (atomic_load(&urg_gate) && !urg_gating)
@@ -3221,6 +3251,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 {
 	int n = 0;
 	pthread_mutex_lock(&ep->mu);
+	urg_hold++; /* SIGURG after the unlock */
 	for (int i = 0; i < ep->n && n < max; i++) {
 		struct epreg *r = &ep->regs[i];
 		struct fdent *e = ours(r->fd);
@@ -3278,6 +3309,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 			r->disabled = 1;
 	}
 	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
 	return n;
 }
 
@@ -3320,6 +3352,7 @@ static int epoll_peek(struct epset *ep)
 {
 	int found = 0;
 	pthread_mutex_lock(&ep->mu);
+	urg_hold++; /* SIGURG after the unlock */
 	for (int i = 0; i < ep->n && !found; i++) {
 		struct epreg *r = &ep->regs[i];
 		struct fdent *e = ours(r->fd);
@@ -3335,6 +3368,7 @@ static int epoll_peek(struct epset *ep)
 		found = rep != 0;
 	}
 	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
 	return found;
 }
 

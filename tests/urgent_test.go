@@ -19,6 +19,7 @@ var urgentFamilies = []family{
 	{name: "sigurg-late", prog: "sigurg", part: "late", conns: 1},
 	{name: "sigurg-ioctl", prog: "sigurg", part: "ioctl", conns: 1},
 	{name: "sigurg-inhandler", prog: "sigurg", part: "inhandler", conns: 1},
+	{name: "sigurg-longjmp", prog: "sigurg", part: "longjmp", conns: 1},
 }
 
 func TestUrgentModes(t *testing.T) {

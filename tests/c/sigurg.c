@@ -11,8 +11,10 @@
  *   tid   F_SETOWN_EX F_OWNER_TID, the server's thread
  *   late  F_SETOWN getpid(), handler installed after the first I/O
  *   ioctl FIOSETOWN getpid()
- *   inhandler  F_SETOWN getpid(); the handler calls recv(MSG_OOB) (first part only) */
+ *   inhandler  F_SETOWN getpid(); the handler calls recv(MSG_OOB) (first part only)
+ *   longjmp    F_SETOWN -getpgrp(); the handler leaves by siglongjmp (first part only) */
 #include "capi.h"
+#include <setjmp.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -20,6 +22,9 @@ static volatile sig_atomic_t urg_count, urg_tid_ok = 1;
 /* inhandler: the handler reads the urgent byte itself, the classic use. */
 static int h_fd = -1;
 static volatile sig_atomic_t h_n = -2, h_b, h_err;
+/* longjmp: the handler leaves by siglongjmp, once (ftpd's ABOR handling). */
+static sigjmp_buf jb;
+static volatile sig_atomic_t jmp_armed;
 
 /* on_urg counts the calls and checks that they run on the main thread, the
  * server's only thread of its own (libsdp's engine threads must not take
@@ -30,6 +35,10 @@ static void on_urg(int sig)
 	if ((pid_t)syscall(SYS_gettid) != getpid())
 		urg_tid_ok = 0;
 	urg_count++;
+	if (jmp_armed) {
+		jmp_armed = 0;
+		siglongjmp(jb, 1);
+	}
 	if (h_fd >= 0 && h_n == -2) {
 		int saved = errno;
 		char b = 0;
@@ -62,7 +71,7 @@ static void handler(void)
 
 static void own(struct ctx *c, int fd)
 {
-	if (!strcmp(c->part, "pgrp")) {
+	if (!strcmp(c->part, "pgrp") || !strcmp(c->part, "longjmp")) {
 		SYS(fcntl(fd, F_SETOWN, -getpgrp()));
 		EQ(fcntl(fd, F_GETOWN), -getpgrp());
 	} else if (!strcmp(c->part, "tid")) {
@@ -136,16 +145,44 @@ static void server(struct ctx *c)
 		handler(); /* before the engine, if any, is loaded */
 	int fd = ACCEPT(c->lfd[0]);
 	own(c, fd);
-	int inh = !strcmp(c->part, "inhandler");
+	int inh = !strcmp(c->part, "inhandler"), lj = !strcmp(c->part, "longjmp");
 	if (inh)
 		h_fd = fd;
 	SEND_TAG(fd, "s0"); /* the first I/O (under libsdp: the engine loads) */
 	if (late)
 		handler();
-	SEND_TAG(fd, "s1");
+	if (!lj)
+		SEND_TAG(fd, "s1");
 	char b;
 
 	/* Blocked in poll: "ab", "cd" with 'd' urgent, "ef". */
+	if (lj) {
+		volatile int jumped = 0;
+		if (sigsetjmp(jb, 1) == 0) {
+			jmp_armed = 1; /* before the client may send */
+			SEND_TAG(fd, "s1");
+			int64_t end = now_ms() + 10000;
+			while (now_ms() < end) { /* the handler jumps out of here */
+				struct pollfd p = { .fd = fd, .events = POLLIN };
+				poll(&p, 1, 100);
+			}
+		} else {
+			jumped = 1;
+		}
+		EQ(jumped, 1);
+		EQ(urg_count, 1);
+		wait_pri(fd); /* the calls after the jump work */
+		RECV_STR(fd, "abc");
+		EQ(atmark(fd), 1);
+		EQ(recv(fd, &b, 1, MSG_OOB), 1);
+		EQ(b, 'd');
+		RECV_STR(fd, "ef");
+		SEND_TAG(fd, "end");
+		EXPECT_EOF(fd);
+		SYS(close(fd));
+		SYS(close(c->lfd[0]));
+		return;
+	}
 	if (inh) {
 		/* The handler may come before the byte (EAGAIN), as on TCP when
 		 * the urgent pointer arrives first. */
@@ -246,7 +283,7 @@ static void client(struct ctx *c)
 	EQ(send(fd, "ab", 2, 0), 2);
 	EQ(send(fd, "cd", 2, MSG_OOB), 2);
 	EQ(send(fd, "ef", 2, 0), 2);
-	if (!strcmp(c->part, "inhandler")) {
+	if (!strcmp(c->part, "inhandler") || !strcmp(c->part, "longjmp")) {
 		EXPECT_TAG(fd, "end");
 		SYS(close(fd));
 		return;
