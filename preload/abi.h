@@ -117,8 +117,9 @@ typedef int (*sdp_engine_exit_fn)(void);
 #define SDP_RECV_OOB 4
 #define SDP_RECV_FILL 8
 
-/* Write ZCopy. A blocking recv (SDP_RECV_WAIT) that finds nothing buffered
- * may offer its buffer to the peer (SinkAvail) and answer -EAGAIN: the
+/* Zero-copy receive. A blocking recv (SDP_RECV_WAIT) that finds nothing
+ * buffered may offer its buffer to the peer (SinkAvail, Write ZCopy), or
+ * RDMA-Read the peer's offer into it (Read ZCopy), and answer -EAGAIN: the
  * caller waits as for any -EAGAIN (sdp_poll) and calls sdp_recvv again
  * with the same buffers, which then returns what the peer wrote into them.
  * A call that ends instead (a signal, an error) must first call

@@ -167,6 +167,7 @@ type Conn struct {
 	zsrc       *zsrc     // our outstanding SrcAvail
 	zsink      *zsink    // the peer's outstanding SrcAvail
 	pendingSM  bool      // a SendSM answering SrcAvailCancel waits for a credit
+	rdCollect  []byte    // bytes our Read placed, for the call that asked (collectRead)
 	zcopyPause time.Time // no SrcAvail before then (zcopyBackoff)
 	// Write ZCopy (zcopy_write.go): negotiated (ownWZ: our Hello said
 	// so), our SinkAvail, the peer's, whether one of the peer's is out,

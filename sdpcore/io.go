@@ -385,6 +385,9 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 	if c.fb != nil {
 		return 0, c.fb
 	}
+	if c.rdCollect != nil {
+		return c.collectRead(firstBuf(bufs)) // before anything that came after it
+	}
 	if c.zw != nil {
 		if n, err, ok := c.recvWritePending(firstBuf(bufs)); ok {
 			return n, err
@@ -524,7 +527,7 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	if c.st == stFailed {
 		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.zsink != nil || c.peerDis || c.eof || (c.zw != nil && c.zw.done) {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis || c.eof || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {
@@ -599,6 +602,7 @@ func (c *Conn) Close(now time.Time) bool {
 	}
 	c.closed = true
 	c.cancelSink(false)
+	c.detachRead(nil)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
 	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {
 		c.releaseQueue()

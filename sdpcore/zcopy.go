@@ -44,7 +44,6 @@ const DefaultZCopyThreshold = 32 << 10
 const (
 	srcAvailLen    = BSDHLen + 16 // SrcAH: Len(4) STag(4) TO(8)
 	rdmaRdComplLen = BSDHLen + 4  // RRCH: Len(4)
-	zcopyPoll      = 100 * time.Millisecond
 	// zcopyCancel: a sink that has read nothing of an offer this long
 	// after it is cancelled. Two peers that both make a large blocking
 	// send before reading would otherwise wait for each other for ever,
@@ -84,9 +83,17 @@ type zsink struct {
 	to   uint64
 	n    int
 	done int
-	// reading: a Read into the application's buffer is in flight;
-	// cancelled: the source sent SrcAvailCancel.
-	reading, cancelled bool
+	// reading: a Read into the application's buffer is in flight (got:
+	// complete, RdmaRdCompl not sent yet); cancelled: the source sent
+	// SrcAvailCancel.
+	reading, got, cancelled bool
+	// The Read: our region, its buffer (a copy once detached: the call
+	// that asked ended first), the Read's id, DirectPlaced before it.
+	rstag    iwarp.STag
+	rbuf     []byte
+	rid      uint64
+	placed0  uint64
+	detached bool
 }
 
 func (c *Conn) zcopyOK(bufs [][]byte, flags SendFlags) bool {
@@ -300,44 +307,6 @@ func (c *Conn) sendErr() error {
 	return ErrWouldBlock
 }
 
-// waitLocked runs the connection until done holds, the connection ends or
-// is closed. It waits on the socket and the connection's eventfd with the
-// lock released, so other threads and the progress goroutine go on.
-func (c *Conn) waitLocked(done func() bool, now time.Time) bool {
-	for {
-		c.progress(now)
-		if done() {
-			return true
-		}
-		// After the peer's FIN it can send nothing more: waiting would hang.
-		if c.st != stEstablished || c.closed || c.eof {
-			return false
-		}
-		ev := int16(unix.POLLIN)
-		if c.qp.TxPending() > 0 {
-			ev |= unix.POLLOUT
-		}
-		pfd := []unix.PollFd{{Fd: int32(c.qp.Fd()), Events: ev}}
-		efd := c.efd
-		if efd < 0 && !c.closed {
-			c.mu.Unlock()
-			efd = c.Waiter()
-			c.mu.Lock()
-		}
-		if efd >= 0 {
-			pfd = append(pfd, unix.PollFd{Fd: int32(efd), Events: unix.POLLIN})
-		}
-		c.mu.Unlock()
-		_, _ = unix.Poll(pfd, int(zcopyPoll/time.Millisecond))
-		if len(pfd) > 1 && pfd[1].Revents&unix.POLLIN != 0 {
-			var b [8]byte
-			_, _ = unix.Read(efd, b[:])
-		}
-		c.mu.Lock()
-		now = time.Now()
-	}
-}
-
 // onSrcAvail records the peer's offer. Bytes queued before it are read
 // first; the offer then reads as data.
 func (c *Conn) onSrcAvail(h BSDH) error {
@@ -389,6 +358,7 @@ func (c *Conn) onSrcAvailCancel() error {
 // sendPendingSM sends the SendSM a cancel asked for, credits permitting,
 // and the other zero-copy messages and timers that wait for progress.
 func (c *Conn) sendPendingSM(now time.Time) {
+	c.readProgress()
 	if c.pendingSM && c.st == stEstablished && c.credits() >= 1 {
 		c.pendingSM = false
 		c.sendControl(MIDSendSM)
@@ -409,21 +379,18 @@ func (c *Conn) onSendSM() error {
 
 // recvZCopy moves the offered data into b by RDMA Read when the caller
 // waits, or asks for buffer copy when it does not. Called locked with
-// nothing queued before the offer.
+// nothing queued before the offer. A caller that waits gets ErrWouldBlock
+// once the Read Request is out, waits outside the lock as for any, and
+// comes back with the same buffer for the bytes read (collectRead); a
+// call that ends first calls CancelRecv.
 func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) {
 	z := c.zsink
 	if flags&RecvWait == 0 || flags&RecvPeek != 0 || len(b) == 0 {
-		// The rest comes by buffer copy, after what was read.
-		if !c.waitLocked(func() bool { return c.credits() >= 1 || c.zsink != z }, now) {
-			return 0, c.recvErr()
-		}
-		if c.zsink != z {
-			// Withdrawn (SrcAvailCancel) while we waited: its SendSM is
-			// pendingSM's; a second one would answer no offer.
-			return 0, ErrWouldBlock
-		}
+		// The rest comes by buffer copy, after what was read: SendSM, as
+		// soon as a credit allows.
 		c.zsink = nil
-		c.sendControl(MIDSendSM)
+		c.pendingSM = true
+		c.sendPendingSM(now)
 		_ = c.flush()
 		return 0, ErrWouldBlock
 	}
@@ -433,54 +400,111 @@ func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	before := c.qp.DirectPlaced()
 	id, err := c.qp.PostReadRequest(iwarp.ReadRequest{SinkSTag: uint32(stag), SinkTO: 0, Size: uint32(n), SrcSTag: uint32(z.stag), SrcTO: z.to + uint64(z.done)})
 	if err != nil {
 		c.qp.Invalidate(stag)
 		return 0, err
 	}
+	z.reading, z.got = true, false
+	z.rstag, z.rbuf, z.rid, z.placed0 = stag, b, id, c.qp.DirectPlaced()
 	_ = c.flush()
-	z.reading = true
-	got := false
-	c.waitLocked(func() bool {
+	c.readProgress()
+	return c.collectRead(b)
+}
+
+// collectRead returns the bytes our completed Read placed in b, for the
+// call that offered b; ErrWouldBlock before, or for another call.
+func (c *Conn) collectRead(b []byte) (int, error) {
+	if c.rdCollect == nil || !sameBuf(b, c.rdCollect) {
+		return 0, ErrWouldBlock
+	}
+	n := len(c.rdCollect)
+	c.rdCollect = nil
+	return n, nil
+}
+
+// readProgress completes our Read of the peer's offer once its data is
+// in, and then sends RdmaRdCompl, which needs a credit and must precede
+// any SendSM: the offer stays "reading" until it is queued, so a
+// SrcAvailCancel that comes meanwhile is only noted. Called locked, from
+// progress and recvZCopy.
+func (c *Conn) readProgress() {
+	z := c.zsink
+	if z == nil || !z.reading {
+		return
+	}
+	if !z.got {
 		for _, comp := range c.qp.PollCompletions(c.comps[:0]) {
-			if comp.Kind == iwarp.CompReadDone && comp.ID == id {
-				got = true
+			if comp.Kind == iwarp.CompReadDone && comp.ID == z.rid {
+				z.got = true
 			}
 		}
-		return got
-	}, now)
-	c.qp.Invalidate(stag)
-	if !got {
-		z.reading = false
-		return 0, c.recvErr()
+		if !z.got {
+			if c.st != stEstablished || c.eof {
+				// The Read will not complete: the call sees the error.
+				c.qp.Invalidate(z.rstag)
+				z.reading = false
+			}
+			return
+		}
+		c.qp.Invalidate(z.rstag)
+		n := len(z.rbuf)
+		z.done += n
+		direct := min(uint64(n), c.qp.DirectPlaced()-z.placed0)
+		c.stats.ZCopyRx += uint64(n)
+		c.stats.PayloadRx += uint64(n)
+		c.stats.UserCopiesRx += uint64(n) - direct
+		c.stats.DirectPlacedRx += direct
+		if z.detached {
+			// The call that asked has ended: the bytes are in our copy
+			// and read as data.
+			c.stats.UserCopiesRx += uint64(n)
+			c.rq = append(c.rq, piece{data: z.rbuf})
+			c.rqBytes += n
+		} else {
+			c.rdCollect = z.rbuf
+		}
+		c.edges++
+		c.changes++
 	}
-	z.done += n
-	direct := min(uint64(n), c.qp.DirectPlaced()-before)
-	c.stats.ZCopyRx += uint64(n)
-	c.stats.PayloadRx += uint64(n)
-	c.stats.UserCopiesRx += uint64(n) - direct
-	c.stats.DirectPlacedRx += direct
-	// RdmaRdCompl needs a credit and must precede any SendSM: the offer
-	// stays "reading" until it is queued, so a SrcAvailCancel that comes
-	// meanwhile is only noted.
-	c.waitLocked(func() bool { return c.credits() >= 1 }, now)
+	if c.st != stEstablished || c.credits() < 1 {
+		return
+	}
 	var m [rdmaRdComplLen]byte
 	c.mseq++
 	c.advertise()
 	EncodeBSDH(m[:], BSDHFields{MID: MIDRdmaRdCompl, Bufs: uint16(c.posted), Len: rdmaRdComplLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
-	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(n))
+	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(len(z.rbuf)))
 	c.qp.PostSend(iwarp.OpSend, m[:])
 	c.lastDataLen = 0
 	c.stats.MsgsTx++
-	z.reading = false
+	z.reading, z.got, z.detached, z.rbuf = false, false, false, nil
 	if z.done == z.n || z.cancelled {
 		c.zsink = nil
 		c.pendingSM = z.cancelled && z.done < z.n
 	}
-	c.sendPendingSM(now)
-	_ = c.flush()
-	return n, nil
+}
+
+// detachRead ends the call waiting for our Read into b: the region moves
+// to a copy of ours, whose bytes are read as data once the Read completes.
+// It returns the bytes the call returns when the Read had completed.
+func (c *Conn) detachRead(b []byte) int {
+	if c.rdCollect != nil && (b == nil || sameBuf(b, c.rdCollect)) {
+		n := len(c.rdCollect)
+		c.rdCollect = nil
+		if b == nil { // closing: nobody collects them
+			return 0
+		}
+		return n
+	}
+	z := c.zsink
+	if z == nil || !z.reading || z.got || z.detached || (b != nil && !sameBuf(b, z.rbuf)) {
+		return 0
+	}
+	priv := make([]byte, len(z.rbuf))
+	c.qp.Rebind(z.rstag, priv)
+	z.rbuf, z.detached = priv, true
+	return 0
 }
 
 func (c *Conn) recvErr() error {

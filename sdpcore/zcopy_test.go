@@ -257,3 +257,50 @@ func benchZCopy(b *testing.B, size int, cfg Config) {
 		b.ReportMetric(float64(rx.ZCopyWriteRx)/float64(tx.PayloadTx), "write-zcopy/B")
 	}
 }
+
+// TestZCopyCancelRead: a receive call whose RDMA Read of the peer's offer
+// is in flight ends early (a signal: CancelRecv). Its buffer is never
+// written again (the test fills it after the call), and the bytes the
+// Read brings are read as data by the next call, in order.
+func TestZCopyCancelRead(t *testing.T) {
+	const total = 1 << 20
+	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			until := time.Now().Add(30 * time.Second)
+			data := make([]byte, total)
+			rand.New(rand.NewSource(13)).Read(data)
+			done := make(chan error, 1)
+			go func() { done <- sendWait(t, p, data, until) }()
+			for { // the offer is in
+				_, _, _, err := a.Poll(EvIn, time.Now())
+				require.NoError(t, err)
+				a.mu.Lock()
+				offered := a.zsink != nil
+				a.mu.Unlock()
+				if offered {
+					break
+				}
+				require.NoError(t, wait(t, a, EvIn, until))
+			}
+			buf := make([]byte, 256<<10)
+			_, err := a.Recv([][]byte{buf}, RecvWait, time.Now())
+			require.Equal(t, ErrWouldBlock, err, "the Read Request is out")
+			require.Zero(t, a.CancelRecv(buf), "nothing read yet when the call ended")
+			for i := range buf {
+				buf[i] = 0xEE
+			}
+			got, err := recvN(t, a, total, 64<<10, 0, until)
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.Equal(t, -1, firstDiff(data, got))
+			for i, b := range buf {
+				require.Equal(t, byte(0xEE), b, "the cancelled buffer was written at %d", i)
+			}
+			require.GreaterOrEqual(t, a.Stats().ZCopyRx, uint64(256<<10), "the Read completed into our copy")
+		})
+	}
+}

@@ -180,15 +180,17 @@ func (c *Conn) cancelSink(crossed bool) int {
 }
 
 // CancelRecv ends a receive call that offered its buffer by SinkAvail
-// before the source wrote into it (a signal, a timeout). It returns the
-// bytes the call must return: those already written into the buffer, if
-// the write completed; 0 means the call ends with its error. After it the
-// peer never touches the buffer.
+// before the source wrote into it, or whose RDMA Read of the peer's
+// SrcAvail into it is in flight (a signal, a timeout). It returns the
+// bytes the call must return: those already placed in the buffer, if the
+// transfer completed; 0 means the call ends with its error. After it the
+// peer's data never lands in the buffer: a transfer still on its way goes
+// into a copy of ours and is read as data by the next call.
 func (c *Conn) CancelRecv(b []byte) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.zw == nil || c.zw.cancelled || !sameBuf(b, c.zw.buf) {
-		return 0
+		return c.detachRead(b) // or our RDMA Read into it (Read ZCopy)
 	}
 	n := c.cancelSink(false)
 	_ = c.flush()
