@@ -83,6 +83,13 @@ type pairOpts struct {
 func qpPair(t testing.TB, o pairOpts) (a, b *peer) {
 	t.Helper()
 	cfd, afd := tcpPair(t)
+	return qpPairOn(t, o, cfd, afd, 1448)
+}
+
+// qpPairOn is qpPair over a given connection, FPDUs cut for mss (0: the
+// socket's TCP_MAXSEG).
+func qpPairOn(t testing.TB, o pairOpts, cfd, afd, mss int) (a, b *peer) {
+	t.Helper()
 	a, b = &peer{qp: NewQP(afd)}, &peer{qp: NewQP(cfd)}
 	a.qp.WriteRaw(AppendMPAFrame(nil, &MPAFrame{Markers: o.markers, CRC: o.crc, Rev: 1, PrivateData: []byte("libsdp iwarp test")}))
 	a.flushAll(t)
@@ -92,8 +99,8 @@ func qpPair(t testing.TB, o pairOpts) (a, b *peer) {
 	rep := a.readMPA(t, true)
 	crc := req.CRC || rep.CRC
 	// M in a frame asks for markers in what its sender receives.
-	a.qp.StartFullOperation(rep.Markers, req.Markers, crc, DefaultMarkerSpacing, 1448)
-	b.qp.StartFullOperation(req.Markers, rep.Markers, crc, DefaultMarkerSpacing, 1448)
+	a.qp.StartFullOperation(rep.Markers, req.Markers, crc, DefaultMarkerSpacing, mss)
+	b.qp.StartFullOperation(req.Markers, rep.Markers, crc, DefaultMarkerSpacing, mss)
 	return a, b
 }
 

@@ -35,7 +35,8 @@ type QP struct {
 	rx      *RxDeframer
 	full    bool
 	mulpdu  int
-	emss    int // the TCP segment size FPDUs are cut for
+	emss    int  // the TCP segment size FPDUs are cut for
+	runs    bool // FPDUs fill segments exactly and go out in runs (segmentFit)
 
 	txbuf   []byte
 	txoff   int
@@ -152,21 +153,30 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 		q.mulpdu = maxULPDULength
 	}
 	q.emss = mss
+	// Only for a segment size the kernel itself uses, and only a small one:
+	// a large one (loopback's) may still grow once the peer's window has
+	// (TCP_MAXSEG right after the handshake is at most half of it), and an
+	// FPDU of that size is already one large buffer for the kernel.
+	q.runs = mss%4 == 0 && mss <= maxRunSegment && mss == SocketMSS(q.fd)
 	q.full = true
 }
+
+// maxRunSegment is the largest segment size (jumbo frames and below, a
+// real MTU) for which FPDUs are cut to fill segments and sent in runs.
+const maxRunSegment = 16 << 10
 
 // MULPDU returns the largest ULPDU this QP puts into one FPDU.
 func (q *QP) MULPDU() int { return q.mulpdu }
 
 // segmentFit returns the longest ULPDU for the next FPDU: one whose FPDU is
 // exactly one TCP segment long at the current stream position when FPDUs are
-// aligned and there is one, else the MULPDU. The MULPDU assumes the most
+// aligned, runs apply (StartFullOperation) and there is one, else the MULPDU. The MULPDU assumes the most
 // markers a segment can hold; where fewer fall, the exact fit carries up to
 // a marker's octets more. FPDUs that fill their segment exactly can be
 // handed to the kernel together (Flush) and still start every segment.
 func (q *QP) segmentFit() int {
 	w := q.emss
-	if q.noAlign || w%4 != 0 || w-ulpduLenLen-crcLen > q.tx.maxULPDU {
+	if q.noAlign || !q.runs || w-ulpduLenLen-crcLen > q.tx.maxULPDU {
 		return q.mulpdu
 	}
 	// With m markers, ULPDU w-6-4m needs no PAD and makes the FPDU w long.
@@ -440,7 +450,7 @@ func (q *QP) Flush() error {
 // FPDU (the kernel then sends the piece as a short segment) leaves few
 // segments starting inside FPDUs.
 func (q *QP) runOn(rec, end int) bool {
-	return q.emss > 0 && (end-rec)%q.emss == 0 && end-rec < maxRecord
+	return q.runs && (end-rec)%q.emss == 0 && end-rec < maxRecord
 }
 
 // maxRecord is about what the kernel puts into one buffer (64 KiB, GSO).
