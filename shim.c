@@ -76,6 +76,7 @@ static struct {
 	int (*getsockname)(int, struct sockaddr *, socklen_t *);
 	int (*getpeername)(int, struct sockaddr *, socklen_t *);
 	int (*getsockopt)(int, int, int, void *, socklen_t *);
+	int (*setsockopt)(int, int, int, const void *, socklen_t);
 	int (*dup2)(int, int);
 	int (*dup3)(int, int, int);
 	int (*poll)(struct pollfd *, nfds_t, int);
@@ -103,7 +104,7 @@ static void resolve_real(void)
 	RESOLVE(readv); RESOLVE(writev); RESOLVE(recv); RESOLVE(recvfrom);
 	RESOLVE(recvmsg); RESOLVE(send); RESOLVE(sendto); RESOLVE(sendmsg);
 	RESOLVE(close); RESOLVE(shutdown); RESOLVE(getsockname);
-	RESOLVE(getpeername); RESOLVE(getsockopt); RESOLVE(dup2); RESOLVE(dup3);
+	RESOLVE(getpeername); RESOLVE(getsockopt); RESOLVE(setsockopt); RESOLVE(dup2); RESOLVE(dup3);
 	RESOLVE(poll); RESOLVE(ppoll); RESOLVE(select); RESOLVE(pselect);
 	RESOLVE(epoll_create); RESOLVE(epoll_create1); RESOLVE(epoll_ctl);
 	RESOLVE(epoll_wait); RESOLVE(epoll_pwait);
@@ -325,6 +326,8 @@ struct fdent {
 	_Atomic pid_t last_tid;  /* the thread that last waited on it */
 	_Atomic int threads;     /* more than one thread has waited on it */
 	_Atomic uint32_t wfull;  /* non-blocking sends that found the transport full */
+	_Atomic int nb;          /* O_NONBLOCK as set or seen through it; -1: ask the kernel */
+	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
 
@@ -382,6 +385,8 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
+	atomic_store(&e->nb, -1);
+	e->nodelay = e->cork = -1;
 	atomic_store(&e->last_tid, 0);
 	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
@@ -597,6 +602,16 @@ static void protect_new_fds(const uint64_t *before)
 				entry_new(i * 64 + b, K_ENGINE, 0);
 		}
 	}
+}
+
+/* my_pid is getpid() without the system call, for the data path's "is this
+ * connection driven by this process's engine?" test. It is set at load and
+ * after fork (pthread_atfork); a vfork child, which shares it with its
+ * parent, may only exec or _exit and makes no data calls. */
+static pid_t cached_pid;
+static inline pid_t my_pid(void)
+{
+	return cached_pid ? cached_pid : getpid();
 }
 
 /* engine_usable says whether this process may use SDP: a process whose
@@ -1367,7 +1382,9 @@ static int replace_socket(int fd, struct fdent *e)
 	static const int opts[][2] = {
 		/* Not SO_SNDBUF/SO_RCVBUF: setting them would stop the kernel's
 		 * autotuning, whose values are all a read gives back. */
-		{ IPPROTO_TCP, TCP_NODELAY }, { SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_REUSEADDR },
+		/* Not TCP_NODELAY and TCP_CORK: the engine sets them on the
+		 * transport; the application's own values are in e. */
+		{ SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_REUSEADDR },
 	};
 	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
 		int v;
@@ -1375,6 +1392,10 @@ static int replace_socket(int fd, struct fdent *e)
 		if (real.getsockopt(fd, opts[i][0], opts[i][1], &v, &l) == 0 && v != 0)
 			setsockopt(ns, opts[i][0], opts[i][1], &v, l);
 	}
+	if (e->nodelay > 0)
+		real.setsockopt(ns, IPPROTO_TCP, TCP_NODELAY, &e->nodelay, sizeof e->nodelay);
+	if (e->cork > 0)
+		real.setsockopt(ns, IPPROTO_TCP, TCP_CORK, &e->cork, sizeof e->cork);
 	if (e->family == AF_INET6) {
 		int v;
 		socklen_t l = sizeof v;
@@ -1477,10 +1498,22 @@ static int reason_of(int rc)
 
 /* ---- attaching connections to the engine -------------------------------- */
 
+/* is_nonblocking asks the kernel once per descriptor: O_NONBLOCK changes
+ * through fcntl(F_SETFL) and ioctl(FIONBIO), which keep the answer up to
+ * date, except on a socket that another descriptor may share (dup, or
+ * inherited), which is asked every time. */
 static int is_nonblocking(int fd)
 {
-	int fl = fcntl(fd, F_GETFL);
-	return fl >= 0 && (fl & O_NONBLOCK);
+	struct fdent *e = ours(fd);
+	int cache = e && !e->dupped && !e->shared;
+	int v = cache ? atomic_load(&e->nb) : -1;
+	if (v >= 0)
+		return v;
+	int fl = real.fcntl(fd, F_GETFL);
+	v = fl >= 0 && (fl & O_NONBLOCK);
+	if (cache && fl >= 0)
+		atomic_store(&e->nb, v);
+	return v;
 }
 
 /* attach_siblings makes the other pending descriptors of fd's socket
@@ -1518,7 +1551,7 @@ static int attach_locked(int fd, struct fdent *e);
 static int attach(int fd, struct fdent *e)
 {
 	int k = atomic_load(&e->kind);
-	if (k == K_SDP && e->engine_pid == getpid())
+	if (k == K_SDP && e->engine_pid == my_pid())
 		return 0;
 	pthread_mutex_lock(&attach_mu);
 	int r = attach_locked(fd, e);
@@ -1616,23 +1649,28 @@ static int wait_ready(int fd, int want)
 		if (last && last != t)
 			atomic_store(&e->threads, 1);
 	}
+	int woke = 0; /* the last look counted this thread as a sleeper */
 	for (;;) {
 		int kw = 0, tmo = -1, efd = -1;
 		uint32_t edges;
-		int r = eng.poll(fd, want, &kw, &tmo, &efd, &edges);
+		int r = eng.poll(fd, want | SDP_POLL_SLEEP | woke, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
 		if (r & (want | POLLERR | POLLHUP))
 			return 0;
+		woke = efd >= 0 ? SDP_POLL_WOKE : 0;
 		if (kw == 0)
 			kw = POLLIN;
 		if (e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
 			tmo = SHARED_WAIT_MS;
 		struct pollfd p[2] = { { .fd = fd, .events = (short)kw }, { .fd = efd, .events = POLLIN } };
 		unsigned urg = atomic_load(&urg_sent);
-		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable() && !urg_restart(urg))
+		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable() && !urg_restart(urg)) {
+			if (woke)
+				eng.poll(fd, SDP_POLL_WOKE, &kw, &tmo, &efd, &edges);
 			return -EINTR;
-		if (efd >= 0 && (p[1].revents & POLLIN))
+		}
+		if (woke && (p[1].revents & POLLIN))
 			drain_wakeups(efd);
 	}
 }
@@ -1747,7 +1785,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 		int64_t n;
 		int ef = 0;
 		if (eng.sendv_flags) {
-			ef = (flags & MSG_MORE) ? SDP_SEND_MORE : 0;
+			ef = (flags & MSG_MORE) || e->cork > 0 ? SDP_SEND_MORE : 0;
 			if (flags & MSG_OOB) /* the last byte is urgent; a partial send leaves it for the next call */
 				ef = SDP_SEND_OOB;
 			else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
@@ -2060,6 +2098,7 @@ static void accepted_sdp(int c, struct fdent *l)
 	}
 	e->passive = 1;
 	e->app_port = l->app_port;
+	e->nodelay = l->nodelay; /* as TCP's accepted sockets inherit it */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w != e->reqlen)
@@ -2431,6 +2470,8 @@ static void dup_ours(int oldfd, int newfd)
 	n->reason = o->reason;
 	n->sdp_only = o->sdp_only;
 	n->engine_pid = o->engine_pid;
+	n->nodelay = o->nodelay;
+	n->cork = o->cork;
 	n->hidden = -1;
 	memcpy(&n->dst, &o->dst, sizeof n->dst);
 	n->dstlen = o->dstlen;
@@ -2495,6 +2536,11 @@ static int fcntl_common(int fd, int cmd, void *arg)
 	int r = real.fcntl(fd, cmd, arg);
 	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ours(fd))
 		dup_ours(fd, r);
+	if (cmd == F_SETFL) {
+		struct fdent *e = ours(fd);
+		if (e)
+			atomic_store(&e->nb, r < 0 ? -1 : ((long)arg & O_NONBLOCK) != 0);
+	}
 	return r;
 }
 
@@ -2528,6 +2574,11 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	struct fdent *e = ours(fd);
+	if (e && req == FIONBIO) {
+		int r = real.ioctl(fd, req, arg);
+		atomic_store(&e->nb, r < 0 || !arg ? -1 : *(int *)arg != 0);
+		return r;
+	}
 	if (!e || (req != FIONREAD && req != SIOCOUTQ && req != SIOCATMARK) || !is_sdp_io(e))
 		return real.ioctl(fd, req, arg);
 	if (attach(fd, e) < 0)
@@ -2663,6 +2714,50 @@ EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 	return r;
 }
 
+/* tcp_opt_kept: TCP_NODELAY and TCP_CORK of a socket that carries (or is
+ * about to carry) SDP. The transport keeps TCP_NODELAY on and is never
+ * corked: RFC 5044 assumes FPDUs do not wait for a timer, and a corked or
+ * Nagled FPDU tail waits 40-200 ms. The application's values are kept
+ * here instead: getsockopt gives them back, TCP_CORK holds sends as
+ * MSG_MORE does (at most 200 ms, as Linux's cork), and a fallback to TCP
+ * applies them to the TCP socket. */
+static int tcp_opt_kept(struct fdent *e, int level, int name)
+{
+	if (level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK))
+		return 0;
+	int k = atomic_load(&e->kind);
+	return k == K_CONNECTING || k == K_ACTIVE || k == K_PASSIVE || k == K_SDP;
+}
+
+EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e || level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK))
+		return real.setsockopt(fd, level, name, val, len);
+	if (!tcp_opt_kept(e, level, name)) {
+		/* Not decided yet (or TCP): the kernel's, remembered for later. */
+		int r = real.setsockopt(fd, level, name, val, len);
+		if (r == 0)
+			*(name == TCP_NODELAY ? &e->nodelay : &e->cork) = *(const int *)val != 0;
+		return r;
+	}
+	if (!val || len < (socklen_t)sizeof(int)) {
+		errno = val ? EINVAL : EFAULT;
+		return -1;
+	}
+	int v = *(const int *)val != 0;
+	if (name == TCP_NODELAY) {
+		e->nodelay = v;
+		return 0;
+	}
+	int was = e->cork;
+	e->cork = v;
+	if (was > 0 && !v && atomic_load(&e->kind) == K_SDP && eng.sendv_flags && e->engine_pid == my_pid())
+		eng.sendv_flags(fd, NULL, 0, 0); /* uncorked: what was held goes now */
+	return 0;
+}
+
 EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	need_real();
@@ -2671,6 +2766,11 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		if (real.poll(&p, 1, 0) > 0)
 			resolve_connecting(fd, e, p.revents);
+	}
+	if (e && tcp_opt_kept(e, level, name) && val && len && *len >= sizeof(int)) {
+		*(int *)val = (name == TCP_NODELAY ? e->nodelay : e->cork) > 0;
+		*len = sizeof(int);
+		return 0;
 	}
 	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
 		*(int *)val = e->so_error;
@@ -2708,14 +2808,18 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct pollfd kstack[64];
 	int mstack[64];
+	unsigned char rstack[64] = { 0 };
 	struct pollfd *k = kstack;
 	int *map = mstack;
+	unsigned char *slept = rstack; /* the engine counts fds[i]'s connection as slept on */
 	if (n * 2 > 64) {
 		k = malloc(sizeof *k * n * 2);
 		map = malloc(sizeof *map * n * 2);
-		if (!k || !map) {
+		slept = calloc(n, 1);
+		if (!k || !map || !slept) {
 			free(k);
 			free(map);
+			free(slept);
 			errno = ENOMEM;
 			return -1;
 		}
@@ -2739,7 +2843,7 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				}
 				kind = atomic_load(&e->kind);
 			}
-			if (kind == K_SDP && e->engine_pid != getpid()) {
+			if (kind == K_SDP && e->engine_pid != my_pid()) {
 				p->revents = POLLERR | POLLHUP;
 				ready++;
 				continue;
@@ -2750,7 +2854,9 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 					atomic_store(&e->threads, 1);
 				int kw = 0, et = -1, efd = -1;
 				uint32_t edges;
-				int r = eng.poll(p->fd, p->events, &kw, &et, &efd, &edges);
+				int r = eng.poll(p->fd, p->events | SDP_POLL_SLEEP | (slept[i] ? SDP_POLL_WOKE : 0),
+						 &kw, &et, &efd, &edges);
+				slept[i] = 0;
 				if (r <= -SDP_FALLBACK) {
 					fallback(p->fd, e, reason_of(r));
 					kind = K_TCP;
@@ -2768,6 +2874,7 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 					if (efd >= 0) {
 						k[nk] = (struct pollfd){ .fd = efd, .events = POLLIN };
 						map[nk++] = i;
+						slept[i] = 1;
 					}
 					if (et >= 0 && (tmo < 0 || et < tmo))
 						tmo = et;
@@ -2842,9 +2949,19 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			break;
 		}
 	}
+	int saved = errno;
+	for (nfds_t i = 0; i < n; i++) {
+		if (slept[i]) {
+			int kw, et, efd;
+			uint32_t edges;
+			eng.poll(fds[i].fd, SDP_POLL_WOKE, &kw, &et, &efd, &edges);
+		}
+	}
+	errno = saved;
 	if (k != kstack) {
 		free(k);
 		free(map);
+		free(slept);
 	}
 	return result;
 }
@@ -3236,7 +3353,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 	}
 	if (k != K_SDP)
 		return POLLNVAL;
-	if (e->engine_pid != getpid())
+	if (e->engine_pid != my_pid())
 		return POLLERR | POLLHUP;
 	int r = eng.poll(fd, want, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
@@ -3879,6 +3996,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 /* A child's statistics are its own: it starts with no connections counted. */
 static void child_after_fork(void)
 {
+	cached_pid = getpid();
 	atomic_store(&n_tcp_conns, 0);
 	atomic_store(&n_sockets, 0);
 	for (int i = 0; i < SDP_REASON_MAX; i++)
@@ -3888,6 +4006,7 @@ static void child_after_fork(void)
 __attribute__((constructor)) static void shim_init(void)
 {
 	need_real();
+	cached_pid = getpid();
 	cfg.log_fd = 2;
 	read_config();
 	adopt_inherited();

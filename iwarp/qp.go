@@ -49,6 +49,7 @@ type QP struct {
 	cur      *RxChunk // chunk being filled and parsed
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
 	bulk     bool     // the last read filled its room: read into large chunks
+	drained  bool     // the last read took less than its room: the socket was empty
 	eof      bool
 
 	sendMSN [numQueues]uint32
@@ -550,6 +551,7 @@ func (q *QP) Fill() (int, error) {
 	if q.eof {
 		return 0, ErrClosed
 	}
+	q.drained = false
 	if q.direct.active || q.startDirect() {
 		return q.fillDirect()
 	}
@@ -564,6 +566,7 @@ func (q *QP) Fill() (int, error) {
 			continue
 		}
 		if err == unix.EAGAIN {
+			q.drained = true
 			q.idle()
 		}
 		if err != nil {
@@ -581,6 +584,7 @@ func (q *QP) Fill() (int, error) {
 		case n < rxSmallChunk/4:
 			q.bulk = false
 		}
+		q.drained = n < len(room)
 		return n, nil
 	}
 }
@@ -622,6 +626,16 @@ func (q *QP) watchRead() int {
 // by FPDU cost more than the copy they save, so reads are not bounded. The
 // peer's FPDUs follow its MSS, which matches ours on the same path.
 const watchMinSegment = 16 << 10
+
+// Drained says that the last Fill found the socket empty (EAGAIN) or took
+// less than it had room for, so the socket held nothing more then: a caller
+// that would only learn EAGAIN from another read may wait for the socket
+// instead (one system call less per message).
+func (q *QP) Drained() bool { return q.drained }
+
+// Rest is what Fill does on EAGAIN, for a caller that skipped that read
+// after Drained: it gives back the receive chunk if nothing is held.
+func (q *QP) Rest() { q.idle() }
 
 // minRead is the room Fill wants before reading.
 func (q *QP) minRead() int {

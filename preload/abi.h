@@ -73,6 +73,8 @@ typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int
  * read it, or has asked for buffer copy). Optional: the shim may use
  * sdp_sendv. */
 typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);
+/* No buffers and no flags: send now what SDP_SEND_MORE held (TCP_CORK
+ * cleared). */
 #define SDP_SEND_MORE 1
 #define SDP_SEND_WAIT 2
 /* SDP_SEND_OOB (MSG_OOB): the last byte is urgent data. */
@@ -85,6 +87,14 @@ typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcn
  * an eventfd to wait on too (POLLIN): it fires when another thread's call
  * changed the connection (it may have read the bytes this thread waits for). */
 typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *efd, uint32_t *edges);
+/* Flags for sdp_poll's want. The eventfd is rung only while a thread
+ * sleeps on it: SDP_POLL_SLEEP says the caller will sleep on *efd when
+ * nothing wanted is ready (it is then counted as a sleeper), and
+ * SDP_POLL_WOKE that it slept after the previous such call and is back.
+ * SDP_POLL_WOKE alone only ends that sleep. A caller that passes neither
+ * gets the eventfd rung on every change of the connection from then on. */
+#define SDP_POLL_SLEEP 0x100000
+#define SDP_POLL_WOKE 0x200000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

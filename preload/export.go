@@ -88,6 +88,10 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
+	if cnt == 0 && flags == 0 { // TCP_CORK cleared
+		c.Uncork(time.Now())
+		return 0
+	}
 	var f sdpcore.SendFlags
 	if flags&C.SDP_SEND_MORE != 0 {
 		f |= sdpcore.SendMore
@@ -175,6 +179,8 @@ func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
+	sleep, woke := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE
 	c := lookup(int(fd))
 	if c == nil {
 		if e := goneErr(int(fd)); e != unix.EBADF {
@@ -185,10 +191,26 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 		return -C.int(unix.EBADF)
 	}
 	now := time.Now()
-	// The eventfd must exist before the connection is looked at: a change
-	// made by another thread after this look must find it to signal.
-	waiter := c.Waiter()
-	ready, w, deadline, e, err := c.PollEdges(sdpcore.Events(want), now)
+	var (
+		ready, w sdpcore.Events
+		deadline time.Time
+		e        uint32
+		err      error
+		waiter   = -1
+	)
+	switch {
+	case sleep:
+		ready, w, deadline, e, waiter, err = c.PollWait(sdpcore.Events(want), now, woke)
+	case woke:
+		c.Woke()
+		return 0
+	default:
+		// The eventfd must exist before the connection is looked at: a
+		// change made by another thread after this look must find it to
+		// signal.
+		waiter = c.Waiter()
+		ready, w, deadline, e, err = c.PollEdges(sdpcore.Events(want), now)
+	}
 	*edges = C.uint32_t(e)
 	if err != nil {
 		return C.int(result(int(fd), c, 0, err))

@@ -132,6 +132,9 @@ type Conn struct {
 	hdr         [BSDHLen]byte
 	early       []byte // taken before the connection was up; sent first once it is
 	efd         int    // eventfd for waiting threads, -1 until one asks (Waiter)
+	sleepers    int    // threads asleep on efd that said so (Sleep, Woke)
+	uncounted   bool   // some thread waits on efd without saying so: always ring it
+	aboutToWait bool   // progress runs for a caller that waits for the socket next
 	changes     uint64 // counts events that may make a waiter ready
 	edges       uint32 // counts arrivals the application may see (edge-triggered epoll)
 	wasWritable bool
@@ -362,7 +365,7 @@ func (c *Conn) progress(now time.Time) {
 	if c.st == stFailed || c.fb != nil {
 		return
 	}
-	seen := c.changes
+	seen, reads := c.changes, 0
 	defer func() {
 		if c.changes != seen {
 			c.wake()
@@ -395,8 +398,19 @@ func (c *Conn) progress(now time.Time) {
 		if c.st == stFailed || c.fb != nil {
 			return
 		}
-		if c.rqBytes >= rxLimit || !c.fill() {
+		if c.rqBytes >= rxLimit {
 			break // a reader that falls behind leaves the rest to TCP's window
+		}
+		// After a read that emptied the socket the next one would only say
+		// EAGAIN; a caller about to wait for the socket (PollWait) need
+		// not even make the first.
+		if c.qp.Drained() && (reads > 0 || c.aboutToWait) {
+			c.qp.Rest()
+			break
+		}
+		reads++
+		if !c.fill() {
+			break
 		}
 	}
 	// Only after reading all there is: a late look is not a late peer.
@@ -486,15 +500,6 @@ func (c *Conn) flush() error {
 	return err
 }
 
-// wake tells threads waiting on the connection's eventfd that its state
-// changed: one thread may have read what another one waits for.
-func (c *Conn) wake() {
-	if c.efd >= 0 {
-		var one = [8]byte{1}
-		_, _ = unix.Write(c.efd, one[:])
-	}
-}
-
 // FdFloor is the lowest descriptor number the package uses for descriptors
 // of its own (eventfds), to keep them away from the application's.
 var FdFloor = 0
@@ -514,40 +519,6 @@ func ownFd(fd int, own bool) {
 func closeOwn(fd int) {
 	ownFd(fd, false)
 	unix.Close(fd)
-}
-
-// Waiter returns an eventfd that becomes readable when the connection's
-// state changes, creating it on first use; -1 if it cannot be had. A thread
-// that blocks on the socket also waits on it, because another thread's call
-// may drain the socket into the connection's buffers. The thread that wakes
-// on it reads it empty; Poll never does, or it could take the wake-up from a
-// thread that is still asleep.
-func (c *Conn) Waiter() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.efd < 0 && !c.closed {
-		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-		if err != nil {
-			return -1
-		}
-		if FdFloor > 0 {
-			if hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, FdFloor); err == nil {
-				unix.Close(fd)
-				fd = hi
-			}
-		}
-		c.efd = fd
-		ownFd(fd, true)
-	}
-	return c.efd
-}
-
-// releaseWaiter closes the eventfd once nobody can wait on it any more.
-func (c *Conn) releaseWaiter() {
-	if c.efd >= 0 {
-		closeOwn(c.efd)
-		c.efd = -1
-	}
 }
 
 // onRequest handles the MPA Request on the connecting side. It returns true

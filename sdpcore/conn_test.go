@@ -55,21 +55,29 @@ func closeAtCleanup(t testing.TB, cs ...*Conn) {
 }
 
 // wait blocks (bounded) until c says want may be ready. Like the engine
-// it also waits on the connection's eventfd: another goroutine (a reader,
-// or the progress goroutine) may drain the socket into c's buffers.
+// it also waits on the connection's eventfd, as a counted sleeper
+// (PollWait): another goroutine (a reader, or the progress goroutine) may
+// drain the socket into c's buffers.
 func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
-	efd := c.Waiter()
+	woke := false
+	defer func() {
+		if woke {
+			c.Woke()
+		}
+	}()
 	for {
 		if time.Now().After(until) {
 			return errors.New("timed out waiting")
 		}
-		ready, kw, _, err := c.Poll(want, time.Now())
+		ready, kw, _, _, efd, err := c.PollWait(want, time.Now(), woke)
+		woke = false
 		if err != nil {
 			return err
 		}
 		if ready&(want|EvErr|EvHup) != 0 {
 			return nil
 		}
+		woke = efd >= 0
 		if kw == 0 {
 			kw = EvIn
 		}

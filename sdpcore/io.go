@@ -42,6 +42,18 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 	return c.SendFlags(bufs, 0, now)
 }
 
+// Uncork sends what sends with SendMore hold, as clearing TCP_CORK does.
+func (c *Conn) Uncork(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.corked {
+		return
+	}
+	c.corked = false
+	c.drainEarly(now)
+	_ = c.flush()
+}
+
 // SendFlags is Send with send(2) flags.
 func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	c.mu.Lock()
@@ -520,6 +532,10 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.pollLocked(want, now)
+}
+
+func (c *Conn) pollLocked(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.progress(now)
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb

@@ -38,6 +38,8 @@ type family struct {
 	// expect, when set, replaces the connection counts derived from conns (for programs that
 	// make connections inside one role, such as a forked child connecting to its parent).
 	expect func(cfg capiConfig) capiWant
+	// check, when set, makes further checks of a passed run (dir holds the logs).
+	check func(t *testing.T, dir string, cfg capiConfig)
 }
 
 // capiConfig says which ends run under libsdp.
@@ -275,6 +277,9 @@ func runFamily(t *testing.T, shim string, bins map[string]string, f family, cfg 
 	}
 	if t.Failed() {
 		return
+	}
+	if f.check != nil {
+		f.check(t, dir, cfg)
 	}
 	w := f.want(cfg)
 	if cfg.self {

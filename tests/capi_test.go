@@ -1,6 +1,10 @@
 package tests
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 // families are the C API test programs, one per call family; TestCAPI runs each in every
 // configuration: both ends preloaded (two processes, and one process with both ends in threads
@@ -27,6 +31,22 @@ var families = []family{
 	{name: "zcopy-intr-restart", prog: "zcopy_intr", part: "restart", conns: 2},
 	{name: "zcopy-intr-recv", prog: "zcopy_intr", part: "recv", conns: 2},
 	{name: "oob", prog: "oob", part: "-", conns: 1, self: true},
+	{name: "sockopt", prog: "sockopt", part: "-", conns: 1, self: true, check: corkedSends},
+}
+
+// corkedSends checks that sockopt.c's three commands sent under TCP_CORK were held by the
+// engine, the second and third joining the first (coalesced_sends counts each join), rather
+// than corking the transport.
+func corkedSends(t *testing.T, dir string, cfg capiConfig) {
+	prefix := "client"
+	switch {
+	case cfg.self:
+		prefix = "self"
+	case !cfg.clientPreload || !cfg.serverPreload:
+		return // the client's connection is plain TCP
+	}
+	assert.GreaterOrEqualf(t, readStats(t, dir, prefix).n(t, "coalesced_sends"), int64(2),
+		"%s: sends made under TCP_CORK are held by the engine", prefix)
 }
 
 // TestCAPI runs the C API test programs of families.

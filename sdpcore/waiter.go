@@ -1,0 +1,99 @@
+package sdpcore
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A thread that blocks on a connection waits on its kernel socket and on
+// an eventfd, because another thread's call (or the progress goroutine)
+// may drain the socket into the connection's buffers. Ringing the eventfd
+// costs a system call on every change, and the thread that made the change
+// would find it ringing at its own next wait; so it is rung only while a
+// thread sleeps on it. Sleepers say so (PollWait, Woke); a caller that takes
+// the eventfd without saying so (Waiter) gets it rung on every change from
+// then on.
+
+// wake tells threads waiting on the connection's eventfd that its state
+// changed: one thread may have read what another one waits for.
+func (c *Conn) wake() {
+	if c.efd >= 0 && (c.uncounted || c.sleepers > 0) {
+		var one = [8]byte{1}
+		_, _ = unix.Write(c.efd, one[:])
+	}
+}
+
+// Waiter returns an eventfd that becomes readable when the connection's
+// state changes, creating it on first use; -1 if it cannot be had. The
+// thread that wakes on it reads it empty; Poll never does, or it could take
+// the wake-up from a thread that is still asleep.
+func (c *Conn) Waiter() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.uncounted = true
+	return c.waiterLocked()
+}
+
+func (c *Conn) waiterLocked() int {
+	if c.efd < 0 && !c.closed {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return -1
+		}
+		if FdFloor > 0 {
+			if hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, FdFloor); err == nil {
+				unix.Close(fd)
+				fd = hi
+			}
+		}
+		c.efd = fd
+		ownFd(fd, true)
+	}
+	return c.efd
+}
+
+// PollWait is PollEdges for a caller that sleeps on the eventfd it returns
+// (efd, -1 when something wanted is ready) until the socket or the eventfd
+// is readable, and then calls PollWait with woke set, or Woke. It counts
+// as a sleeper from the moment it looked at the connection, under the same
+// lock, so a change made after the look rings the eventfd.
+func (c *Conn) PollWait(want Events, now time.Time, woke bool) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if woke && c.sleepers > 0 {
+		c.sleepers--
+	}
+	// Back from a wait, the socket may hold data. Otherwise the caller
+	// comes from a call that found it empty, and if it wants input it
+	// waits for the socket to be readable (level-triggered) when nothing
+	// is ready: a read that would only say EAGAIN is skipped.
+	c.aboutToWait = !woke && want&EvIn != 0
+	ready, wait, deadline, edges, err = c.pollLocked(want, now)
+	c.aboutToWait = false
+	efd = -1
+	if err == nil && ready&want == 0 {
+		if efd = c.waiterLocked(); efd >= 0 {
+			c.sleepers++
+		}
+	}
+	return ready, wait, deadline, edges, efd, err
+}
+
+// Woke ends the sleep PollWait counted, for a caller that does not look
+// again (its wait was interrupted, or another descriptor became ready).
+func (c *Conn) Woke() {
+	c.mu.Lock()
+	if c.sleepers > 0 {
+		c.sleepers--
+	}
+	c.mu.Unlock()
+}
+
+// releaseWaiter closes the eventfd once nobody can wait on it any more.
+func (c *Conn) releaseWaiter() {
+	if c.efd >= 0 {
+		closeOwn(c.efd)
+		c.efd = -1
+	}
+}

@@ -1,0 +1,72 @@
+package sdpcore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// rung reads the eventfd empty and says whether it had been rung.
+func rung(t *testing.T, efd int) bool {
+	t.Helper()
+	var b [8]byte
+	_, err := unix.Read(efd, b[:])
+	if err == unix.EAGAIN {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+// TestWakeOnlySleepers: a change to the connection rings its eventfd while a
+// thread sleeps on it (PollWait), and not once that thread is back (Woke),
+// so a program with one thread per connection pays no eventfd write per
+// message; a caller that takes the eventfd without being counted (Waiter)
+// gets it rung on every change.
+func TestWakeOnlySleepers(t *testing.T) {
+	a, b := connPair(t, DefaultConfig())
+	until := time.Now().Add(10 * time.Second)
+	exchange1 := func() {
+		t.Helper()
+		n, err := b.Send([][]byte{{7}}, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.NoError(t, wait(t, a, EvIn, until))
+	}
+	// Establish, then a sleeper: not ready, so it gets the eventfd.
+	oneWay(t, b, a, 1)
+	buf := make([]byte, 16)
+	ready, _, _, _, efd, err := a.PollWait(EvIn, time.Now(), false)
+	require.NoError(t, err)
+	require.Zero(t, ready&EvIn)
+	require.GreaterOrEqual(t, efd, 0)
+	require.False(t, rung(t, efd), "looking at the connection rang its own eventfd")
+
+	// Another thread's call takes in new data while the first sleeps.
+	_, err = b.Send([][]byte{{8}}, time.Now())
+	require.NoError(t, err)
+	for i := 0; i < 1000 && a.Queued() == 0; i++ {
+		_, _, _, _, _ = a.PollEdges(EvOut, time.Now())
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(a.Fd()), Events: unix.POLLIN}}, 10)
+	}
+	require.Equal(t, 1, a.Queued())
+	require.True(t, rung(t, efd), "a change while a thread sleeps rings the eventfd")
+
+	// The sleeper is back: changes ring nothing.
+	a.Woke()
+	n, err := a.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	exchange1()
+	n, err = a.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.False(t, rung(t, efd), "nobody sleeps, yet the eventfd was rung")
+
+	// An uncounted waiter: rung on every change from then on.
+	require.Equal(t, efd, a.Waiter())
+	exchange1()
+	require.True(t, rung(t, efd), "an uncounted waiter missed a change")
+}
