@@ -108,8 +108,9 @@ func initEngine(c engineConfig) {
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
 	startStatsPublisher()
-	logf(levelDebug, "engine started: markers=%v crc=%v buf_size=%d recv_bufs=%d flow_control=%v buffering=%v progress=%v",
-		coreCfg.Markers, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs, coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress)
+	logf(levelDebug, "engine started: markers=%v marker_spacing=%d crc=%v buf_size=%d recv_bufs=%d flow_control=%v buffering=%v progress=%v zcopy_threshold=%d handshake_timeout=%v",
+		coreCfg.Markers, coreCfg.MarkerSpacing, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs, coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress,
+		coreCfg.ZCopyThreshold, coreCfg.HandshakeTimeout)
 }
 
 func logf(level int, format string, args ...any) {
