@@ -1653,7 +1653,7 @@ static int wait_ready(int fd, int want)
 	for (;;) {
 		int kw = 0, tmo = -1, efd = -1;
 		uint32_t edges;
-		int r = eng.poll(fd, want | SDP_POLL_SLEEP | woke, &kw, &tmo, &efd, &edges);
+		int r = eng.poll(fd, want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
 		if (r & (want | POLLERR | POLLHUP))

@@ -95,6 +95,11 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * gets the eventfd rung on every change of the connection from then on. */
 #define SDP_POLL_SLEEP 0x100000
 #define SDP_POLL_WOKE 0x200000
+/* SDP_POLL_BLOCK (with SDP_POLL_SLEEP): the caller comes from a data call
+ * on fd and, when nothing wanted is ready, blocks until the socket is
+ * readable before it asks again (SDP_POLL_WOKE): the engine may skip a
+ * read that would only find the socket empty. */
+#define SDP_POLL_BLOCK 0x400000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

@@ -179,8 +179,8 @@ func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
-	sleep, woke := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE
+	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK
 	c := lookup(int(fd))
 	if c == nil {
 		if e := goneErr(int(fd)); e != unix.EBADF {
@@ -200,7 +200,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	)
 	switch {
 	case sleep:
-		ready, w, deadline, e, waiter, err = c.PollWait(sdpcore.Events(want), now, woke)
+		ready, w, deadline, e, waiter, err = c.PollWait(sdpcore.Events(want), now, woke, block)
 	case woke:
 		c.Woke()
 		return 0

@@ -69,7 +69,7 @@ func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
 		if time.Now().After(until) {
 			return errors.New("timed out waiting")
 		}
-		ready, kw, _, _, efd, err := c.PollWait(want, time.Now(), woke)
+		ready, kw, _, _, efd, err := c.PollWait(want, time.Now(), woke, true)
 		woke = false
 		if err != nil {
 			return err

@@ -58,17 +58,21 @@ func (c *Conn) waiterLocked() int {
 // is readable, and then calls PollWait with woke set, or Woke. It counts
 // as a sleeper from the moment it looked at the connection, under the same
 // lock, so a change made after the look rings the eventfd.
-func (c *Conn) PollWait(want Events, now time.Time, woke bool) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
+//
+// block says more: the caller comes from a call on this connection and,
+// when nothing wanted is ready, blocks until the socket is readable
+// (level-triggered) before it asks again; then a read that would only say
+// EAGAIN is skipped.
+func (c *Conn) PollWait(want Events, now time.Time, woke, block bool) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if woke && c.sleepers > 0 {
 		c.sleepers--
 	}
-	// Back from a wait, the socket may hold data. Otherwise the caller
-	// comes from a call that found it empty, and if it wants input it
-	// waits for the socket to be readable (level-triggered) when nothing
-	// is ready: a read that would only say EAGAIN is skipped.
-	c.aboutToWait = !woke && want&EvIn != 0
+	// Back from a wait, the socket may hold data; a poll() of several
+	// descriptors may return for another one, so only a blocking caller
+	// skips the read.
+	c.aboutToWait = block && !woke && want&EvIn != 0
 	ready, wait, deadline, edges, err = c.pollLocked(want, now)
 	c.aboutToWait = false
 	efd = -1

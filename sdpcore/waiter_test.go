@@ -38,7 +38,7 @@ func TestWakeOnlySleepers(t *testing.T) {
 	// Establish, then a sleeper: not ready, so it gets the eventfd.
 	oneWay(t, b, a, 1)
 	buf := make([]byte, 16)
-	ready, _, _, _, efd, err := a.PollWait(EvIn, time.Now(), false)
+	ready, _, _, _, efd, err := a.PollWait(EvIn, time.Now(), false, true)
 	require.NoError(t, err)
 	require.Zero(t, ready&EvIn)
 	require.GreaterOrEqual(t, efd, 0)
