@@ -73,6 +73,7 @@ type QP struct {
 	holes      []hole
 	giov       []unix.Iovec
 	sealHoles  []Hole
+	gparts     [2][]byte
 	gathered   uint64
 	holeCopied uint64
 

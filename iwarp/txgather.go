@@ -61,7 +61,9 @@ func (q *QP) postTaggedGather(op Opcode, stag STag, to uint64, src []byte) {
 			q.holes = append(q.holes, hole{start: base + off, src: pay[:len(p)]})
 			pay = pay[len(p):]
 		}
-		q.tx.SealFPDUHoles(r, holes)
+		q.gparts[0], q.gparts[1] = q.hdr[:hl], src[mo:mo+n]
+		q.tx.sealFPDUParts(r, holes, q.gparts[:])
+		q.gparts = [2][]byte{}
 		clear(holes)
 		q.sealHoles = holes[:0]
 		clear(r.Pieces)

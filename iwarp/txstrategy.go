@@ -74,7 +74,15 @@ type Hole struct {
 
 // SealFPDUHoles is SealFPDU for an FPDU whose holes, in order, are not
 // filled: the CRC runs over their Src octets instead.
-func (f *TxFramer) SealFPDUHoles(r Reserved, holes []Hole) {
+func (f *TxFramer) SealFPDUHoles(r Reserved, holes []Hole) { f.sealFPDU(r, holes, nil) }
+
+// sealFPDUParts is SealFPDUHoles for an FPDU whose ULPDU is parts: a
+// large one's CRC is folded from them in one pass (gatherCRC).
+func (f *TxFramer) sealFPDUParts(r Reserved, holes []Hole, parts [][]byte) {
+	f.sealFPDU(r, holes, parts)
+}
+
+func (f *TxFramer) sealFPDU(r Reserved, holes []Hole, parts [][]byte) {
 	out := r.fpdu
 	end := len(out) - crcLen
 	hdr := 0
@@ -88,7 +96,11 @@ func (f *TxFramer) SealFPDUHoles(r Reserved, holes []Hole) {
 	binary.BigEndian.PutUint16(out[hdr:], uint16(r.ulen))
 	clear(out[r.pad : r.pad+padLen(r.ulen)])
 	var crc uint32
-	if f.crc {
+	folded := false
+	if f.crc && parts != nil && r.ulen >= encodeFoldMin+512 {
+		crc, folded = f.gatherCRC(parts, r.ulen, r.first, r.count)
+	}
+	if f.crc && !folded {
 		at := 0
 		for _, h := range holes {
 			crc = UpdateCRC32C(crc, out[at:h.Off])

@@ -60,7 +60,9 @@ func TestZCopy(t *testing.T) {
 			require.NoError(t, <-done)
 			require.True(t, bytes.Equal(data, got))
 			ps, as := p.Stats(), a.Stats()
-			require.EqualValues(t, 1, ps.ZCopyReadSends)
+			// One SrcAvail, unless the receiver's first call came first and
+			// offered its buffer by SinkAvail (Write ZCopy).
+			require.NotZero(t, ps.ZCopyReadSends+ps.ZCopyWriteSends)
 			// Normally all of it; a slow machine may see the offer
 			// cancelled after the first read (zcopyCancel).
 			require.GreaterOrEqual(t, ps.ZCopyTx, uint64(256<<10))
