@@ -164,46 +164,66 @@ func appendIovec(v []unix.Iovec, b []byte) []unix.Iovec {
 	return append(v, x)
 }
 
-// flushGather is Flush while holes are queued: one sendmsg per record
-// (aligned: an FPDU, or FPDUs that fill segments exactly, as Flush groups
-// them) or, unaligned, per up to maxIov iovecs.
+// gatherBatchIov bounds the iovecs of one flushGather system call.
+const gatherBatchIov = 4096
+
+// flushGather is Flush while holes are queued: aligned, the records Flush
+// would make (an FPDU, or a run of FPDUs that fill segments), each one
+// message of iovecs, up to maxBatch of them in one sendmmsg; unaligned, up
+// to maxIov iovecs in one sendmsg.
 func (q *QP) flushGather() error {
+	if cap(q.giov) < gatherBatchIov+maxIov {
+		q.giov = make([]unix.Iovec, 0, gatherBatchIov+maxIov) // never grown below: mmsg points into it
+	}
 	for q.txoff < len(q.txbuf) {
-		end := len(q.txbuf)
-		flags := uintptr(unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL)
-		if !q.noAlign {
-			flags = q.sendFlags()
-			rec := q.recOff
-			for i, e := range q.txEnds {
-				if e <= q.txoff {
-					continue
-				}
-				end = e
-				if q.runOn(rec, e) && i+1 < len(q.txEnds) {
-					continue
-				}
+		q.giov = q.giov[:0]
+		n := 0
+		start, rec := q.txoff, q.recOff
+		var ends [maxBatch]int // where each message ends
+		var whole [maxBatch]bool
+		for i, e := range q.txEnds {
+			if n == maxBatch || len(q.giov) >= gatherBatchIov {
 				break
 			}
-		}
-		q.giov = q.giov[:0]
-		reached := q.gatherIov(q.txoff, end, maxIov)
-		if reached < end && !q.noAlign {
-			// The iovecs ran out inside the record, maybe inside an FPDU.
-			// Ended there, the kernel would send the piece as a short
-			// segment and the rest of the record would start segments
-			// in the middle of FPDUs: end it at the last whole FPDU
-			// instead, which in a run of FPDUs that fill their segments
-			// lies on a segment boundary.
-			if cut := q.lastFrameEnd(reached); cut > 0 {
-				end = cut
-				q.giov = q.giov[:0]
-				reached = q.gatherIov(q.txoff, end, maxIov)
+			if e <= start {
+				continue
+			}
+			end := e
+			if q.noAlign {
+				end = len(q.txbuf)
+			} else if q.runOn(rec, e) && i+1 < len(q.txEnds) {
+				continue // whole segments so far: the record goes on
+			}
+			i0 := len(q.giov)
+			reached := q.gatherIov(start, end, i0+maxIov)
+			if reached < end && !q.noAlign {
+				// The iovecs ran out inside the record, maybe inside an
+				// FPDU. Ended there, the kernel would send the piece as a
+				// short segment and the rest of the record would start
+				// segments in the middle of FPDUs: end it at the last
+				// whole FPDU instead, which in a run of FPDUs that fill
+				// their segments lies on a segment boundary.
+				if cut := q.lastFrameEndFrom(start, reached); cut > 0 {
+					end = cut
+					q.giov = q.giov[:i0]
+					reached = q.gatherIov(start, end, i0+maxIov)
+				}
+			}
+			q.mmsg[n].Hdr = unix.Msghdr{Iov: &q.giov[i0]}
+			q.mmsg[n].Hdr.SetIovlen(len(q.giov) - i0)
+			q.mmsg[n].Len = 0
+			ends[n], whole[n] = reached, reached == end && !q.noAlign
+			n++
+			start, rec = reached, end
+			if reached < end || q.noAlign {
+				break // the rest of the record goes in the next call
 			}
 		}
-		var msg unix.Msghdr
-		msg.Iov = &q.giov[0]
-		msg.SetIovlen(len(q.giov))
-		r, _, e := unix.Syscall(unix.SYS_SENDMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&msg)), flags)
+		flags := q.sendFlags()
+		if q.noAlign {
+			flags = unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL
+		}
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])), uintptr(n), flags, 0, 0)
 		runtime.KeepAlive(q.holes)
 		runtime.KeepAlive(q.txbuf)
 		if e == unix.EINTR {
@@ -214,16 +234,23 @@ func (q *QP) flushGather() error {
 			q.dropWrittenHoles()
 			return e
 		}
-		q.txoff += int(r)
+		short := false
+		for i := 0; i < int(r); i++ {
+			q.txoff += int(q.mmsg[i].Len)
+			if q.txoff != ends[i] {
+				short = true // the rest of this message follows in the next call
+				break
+			}
+			if whole[i] {
+				q.recOff = q.txoff
+				q.records++
+			}
+		}
 		q.dropWrittenHoles()
-		if q.txoff < reached {
+		if short || int(r) < n {
 			q.dropSentEnds()
 			q.retireResponses()
 			return unix.EAGAIN
-		}
-		if reached == end && !q.noAlign {
-			q.recOff = q.txoff
-			q.records++
 		}
 	}
 	q.txDone()
@@ -232,13 +259,16 @@ func (q *QP) flushGather() error {
 
 // lastFrameEnd returns the end of the last frame not yet written that ends
 // by txbuf offset at, or 0 when none does.
-func (q *QP) lastFrameEnd(at int) int {
+func (q *QP) lastFrameEnd(at int) int { return q.lastFrameEndFrom(q.txoff, at) }
+
+// lastFrameEndFrom is lastFrameEnd for frames that end after from.
+func (q *QP) lastFrameEndFrom(from, at int) int {
 	cut := 0
 	for _, e := range q.txEnds {
 		if e > at {
 			break
 		}
-		if e > q.txoff {
+		if e > from {
 			cut = e
 		}
 	}
