@@ -1882,6 +1882,9 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 			ef |= SDP_RECV_FILL; /* 0 at the urgent mark: the call ends there */
 		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
 			ef |= SDP_RECV_WAIT;
+		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. */
+		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && atomic_load(&e->nb) == 0)))
+			ef |= SDP_RECV_BLOCK;
 		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)
 			return done;

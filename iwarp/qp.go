@@ -50,6 +50,7 @@ type QP struct {
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
 	bulk     bool     // the last read filled its room: read into large chunks
 	drained  bool     // the last read took less than its room: the socket was empty
+	empty    uint64   // reads that found the socket empty (EAGAIN)
 	eof      bool
 
 	sendMSN [numQueues]uint32
@@ -568,6 +569,7 @@ func (q *QP) Fill() (int, error) {
 		}
 		if err == unix.EAGAIN {
 			q.drained = true
+			q.empty++
 			q.idle()
 		}
 		if err != nil {
@@ -633,6 +635,10 @@ const watchMinSegment = 16 << 10
 // that would only learn EAGAIN from another read may wait for the socket
 // instead (one system call less per message).
 func (q *QP) Drained() bool { return q.drained }
+
+// EmptyReads counts the reads that found the socket empty (EAGAIN): each is
+// a system call that moved nothing.
+func (q *QP) EmptyReads() uint64 { return q.empty }
 
 // Rest is what Fill does on EAGAIN, for a caller that skipped that read
 // after Drained: it gives back the receive chunk if nothing is held.

@@ -131,6 +131,10 @@ typedef int (*sdp_engine_exit_fn)(void);
  * mark it returns 0, and the call ends there, as on TCP. */
 #define SDP_RECV_OOB 4
 #define SDP_RECV_FILL 8
+/* SDP_RECV_BLOCK: the call blocks when nothing is ready (it waits with
+ * wait_ready's SDP_POLL_BLOCK on -EAGAIN): the engine may skip a read that
+ * would only find the socket empty again. */
+#define SDP_RECV_BLOCK 16
 
 /* Zero-copy receive. A blocking recv (SDP_RECV_WAIT) that finds nothing
  * buffered may offer its buffer to the peer (SinkAvail, Write ZCopy), or

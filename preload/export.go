@@ -137,6 +137,9 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	if flags&C.SDP_RECV_FILL != 0 {
 		f |= sdpcore.RecvFill
 	}
+	if flags&C.SDP_RECV_BLOCK != 0 {
+		f |= sdpcore.RecvBlock
+	}
 	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
 	return C.int64_t(result(int(fd), c, n, err))
 }

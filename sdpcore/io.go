@@ -386,13 +386,21 @@ const (
 	RecvPeek RecvFlags = 1 << iota
 )
 
+// RecvBlock says the caller blocks when nothing is ready: on ErrWouldBlock
+// it waits for the socket to be readable (PollWait with block). A read
+// that would only find the socket empty again is then skipped, so a
+// blocking receive costs a wait and a read, not a read, a wait and a read.
+const RecvBlock RecvFlags = 1 << 4
+
 // Recv copies received bytes into bufs. It returns the count, 0 at end of
 // stream, ErrWouldBlock, a *FallbackError, or the connection's error.
 func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rqBytes == 0 {
+		c.aboutToWait = flags&(RecvBlock|RecvPeek) == RecvBlock
 		c.progress(now)
+		c.aboutToWait = false
 	}
 	if c.fb != nil {
 		return 0, c.fb

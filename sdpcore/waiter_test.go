@@ -1,6 +1,7 @@
 package sdpcore
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -69,4 +70,55 @@ func TestWakeOnlySleepers(t *testing.T) {
 	require.Equal(t, efd, a.Waiter())
 	exchange1()
 	require.True(t, rung(t, efd), "an uncounted waiter missed a change")
+}
+
+// TestBlockingRecvSkipsEmptyRead: in a ping-pong, a blocking receive (RecvBlock,
+// then a blocking wait) that comes right after a read that emptied the socket
+// waits for the socket instead of reading it first: the reads that find the
+// socket empty (a system call each) stay rare instead of one per message.
+func TestBlockingRecvSkipsEmptyRead(t *testing.T) {
+	a, b := connPair(t, DefaultConfig())
+	oneWay(t, b, a, 1)
+	const rounds = 200
+	until := time.Now().Add(20 * time.Second)
+	recv1 := func(c *Conn, flags RecvFlags) error {
+		buf := make([]byte, 1)
+		for {
+			n, err := c.Recv([][]byte{buf}, flags, time.Now())
+			if err == ErrWouldBlock {
+				if err := wait(t, c, EvIn, until); err != nil {
+					return err
+				}
+				continue
+			}
+			if err == nil && n != 1 {
+				return fmt.Errorf("read %d bytes", n)
+			}
+			return err
+		}
+	}
+	echo := make(chan error, 1)
+	go func() {
+		for i := 0; i < rounds; i++ {
+			if err := recv1(b, RecvBlock); err != nil {
+				echo <- err
+				return
+			}
+			if _, err := b.Send([][]byte{{byte(i)}}, time.Now()); err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	before := a.qp.EmptyReads()
+	for i := 0; i < rounds; i++ {
+		_, err := a.Send([][]byte{{byte(i)}}, time.Now())
+		require.NoError(t, err)
+		require.NoError(t, recv1(a, RecvBlock))
+	}
+	require.NoError(t, <-echo)
+	empty := a.qp.EmptyReads() - before
+	t.Logf("%d reads found the socket empty in %d round trips", empty, rounds)
+	require.Less(t, empty, uint64(rounds/4), "a blocking receive read the empty socket before waiting")
 }
