@@ -327,6 +327,7 @@ struct fdent {
 	_Atomic int threads;     /* more than one thread has waited on it */
 	_Atomic uint32_t wfull;  /* non-blocking sends that found the transport full */
 	_Atomic int nb;          /* O_NONBLOCK as set or seen through it; -1: ask the kernel */
+	_Atomic unsigned nb_forks; /* forks when nb was learnt: after a fork another process shares it */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
@@ -1502,17 +1503,31 @@ static int reason_of(int rc)
  * through fcntl(F_SETFL) and ioctl(FIONBIO), which keep the answer up to
  * date, except on a socket that another descriptor may share (dup, or
  * inherited), which is asked every time. */
+static _Atomic unsigned n_forks; /* a socket open before a fork is shared with the child */
+
+static int nonblock_cached(struct fdent *e)
+{
+	if (e->dupped || e->shared || atomic_load(&e->nb_forks) != atomic_load(&n_forks))
+		return -1;
+	return atomic_load(&e->nb);
+}
+
+static void nonblock_learnt(struct fdent *e, int v)
+{
+	atomic_store(&e->nb_forks, atomic_load(&n_forks));
+	atomic_store(&e->nb, v);
+}
+
 static int is_nonblocking(int fd)
 {
 	struct fdent *e = ours(fd);
-	int cache = e && !e->dupped && !e->shared;
-	int v = cache ? atomic_load(&e->nb) : -1;
+	int v = e ? nonblock_cached(e) : -1;
 	if (v >= 0)
 		return v;
 	int fl = real.fcntl(fd, F_GETFL);
 	v = fl >= 0 && (fl & O_NONBLOCK);
-	if (cache && fl >= 0)
-		atomic_store(&e->nb, v);
+	if (e && fl >= 0)
+		nonblock_learnt(e, v);
 	return v;
 }
 
@@ -1883,7 +1898,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
 			ef |= SDP_RECV_WAIT;
 		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. */
-		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && atomic_load(&e->nb) == 0)))
+		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && nonblock_cached(e) == 0)))
 			ef |= SDP_RECV_BLOCK;
 		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)
@@ -2542,7 +2557,7 @@ static int fcntl_common(int fd, int cmd, void *arg)
 	if (cmd == F_SETFL) {
 		struct fdent *e = ours(fd);
 		if (e)
-			atomic_store(&e->nb, r < 0 ? -1 : ((long)arg & O_NONBLOCK) != 0);
+			nonblock_learnt(e, r < 0 ? -1 : ((long)arg & O_NONBLOCK) != 0);
 	}
 	return r;
 }
@@ -2579,7 +2594,7 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 	struct fdent *e = ours(fd);
 	if (e && req == FIONBIO) {
 		int r = real.ioctl(fd, req, arg);
-		atomic_store(&e->nb, r < 0 || !arg ? -1 : *(int *)arg != 0);
+		nonblock_learnt(e, r < 0 || !arg ? -1 : *(int *)arg != 0);
 		return r;
 	}
 	if (!e || (req != FIONREAD && req != SIOCOUTQ && req != SIOCATMARK) || !is_sdp_io(e))
@@ -3997,6 +4012,11 @@ EXPORT int execle(const char *path, const char *arg, ...)
 /* ---- process life ---------------------------------------------------------- */
 
 /* A child's statistics are its own: it starts with no connections counted. */
+static void count_fork(void)
+{
+	atomic_fetch_add(&n_forks, 1);
+}
+
 static void child_after_fork(void)
 {
 	cached_pid = getpid();
@@ -4013,7 +4033,7 @@ __attribute__((constructor)) static void shim_init(void)
 	cfg.log_fd = 2;
 	read_config();
 	adopt_inherited();
-	pthread_atfork(NULL, NULL, child_after_fork);
+	pthread_atfork(count_fork, NULL, child_after_fork);
 }
 
 __attribute__((destructor)) static void shim_fini(void)
