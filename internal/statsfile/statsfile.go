@@ -120,6 +120,14 @@ type SDP struct {
 	BCopySends   uint64 `json:"bcopy_sends"`
 	ZCopySends   uint64 `json:"zcopy_sends"`
 	ZCopyCancels uint64 `json:"zcopy_cancels"`
+	// Write ZCopy: SinkAvail offers made (ZCopySinkAvails), RDMA Writes
+	// made into the peer's (ZCopyWriteSends), and of ZCopyRx the bytes
+	// the peer wrote into ours (ZCopyWriteRx).
+	ZCopySinkAvails uint64 `json:"zcopy_sink_avails"`
+	ZCopyWriteSends uint64 `json:"zcopy_write_sends"`
+	ZCopyWriteRx    uint64 `json:"zcopy_write_bytes_rx"`
+	// TxRecords are the runs of FPDUs handed to the kernel as one record.
+	TxRecords uint64 `json:"tx_records"`
 	// RingAcks are rdma/nic messages sent only to return ring space;
 	// DirectRx the payload bytes placed from the socket straight into
 	// their destination.
