@@ -27,21 +27,7 @@ const (
 func TestZCopyBlocking(t *testing.T) {
 	shim, ctx := setup(t)
 	bins := compileC(ctx, t, t.TempDir(), []family{{prog: "zcopy"}})
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
-	defer cancel()
-	env := func(prefix string) []string {
-		return append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), "TMPDIR="+dir)
-	}
-	srv := startC(ctx, t, dir, "server", env("server"), bins["zcopy"], "server", "-")
-	ports := srv.waitPorts(t)
-	cli := startC(ctx, t, dir, "client", env("client"), bins["zcopy"], append([]string{"client", "-"}, ports...)...)
-	cli.wait(ctx, t)
-	srv.wait(ctx, t)
-	require.False(t, t.Failed())
-
-	c, s := readStats(t, dir, "client"), readStats(t, dir, "server")
+	_, c, s := runPreloaded(ctx, t, shim, bins["zcopy"], "-")
 	assert.Equal(t, int64(1), c.n(t, "sdp_conns"))
 	assert.Equal(t, int64(1), s.n(t, "sdp_conns"))
 	const least = (zcopyRounds - 1) * zcopyMsg
@@ -70,21 +56,7 @@ func TestZCopyBlocking(t *testing.T) {
 func TestWriteZCopyBlocking(t *testing.T) {
 	shim, ctx := setup(t)
 	bins := compileC(ctx, t, t.TempDir(), []family{{prog: "zcopy_write"}})
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	ctx, cancel := context.WithTimeout(ctx, runTimeout)
-	defer cancel()
-	env := func(prefix string) []string {
-		return append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), "TMPDIR="+dir)
-	}
-	srv := startC(ctx, t, dir, "server", env("server"), bins["zcopy_write"], "server", "-")
-	ports := srv.waitPorts(t)
-	cli := startC(ctx, t, dir, "client", env("client"), bins["zcopy_write"], append([]string{"client", "-"}, ports...)...)
-	cli.wait(ctx, t)
-	srv.wait(ctx, t)
-	require.False(t, t.Failed())
-
-	c, s := readStats(t, dir, "client"), readStats(t, dir, "server")
+	_, c, s := runPreloaded(ctx, t, shim, bins["zcopy_write"], "-")
 	const rounds = 8
 	wr, avails, writes := s.n(t, "zcopy_write_rx"), s.n(t, "zcopy_sink_avails"), c.n(t, "zcopy_write_sends")
 	t.Logf("server: zcopy_sink_avails=%d zcopy_write_rx=%d zcopy_rx=%d user_copies_rx=%d direct_placed_rx=%d; client: zcopy_write_sends=%d zcopy_read_sends=%d",
@@ -109,20 +81,7 @@ func TestZCopyInterrupted(t *testing.T) {
 	bins := compileC(ctx, t, t.TempDir(), []family{{prog: "zcopy_intr"}})
 	for _, part := range []string{"send", "recv"} {
 		t.Run(part, func(t *testing.T) {
-			dir := t.TempDir()
-			dumpLogsOnFailure(t, dir)
-			ctx, cancel := context.WithTimeout(ctx, runTimeout)
-			defer cancel()
-			env := func(prefix string) []string {
-				return append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), "TMPDIR="+dir)
-			}
-			srv := startC(ctx, t, dir, "server", env("server"), bins["zcopy_intr"], "server", part)
-			ports := srv.waitPorts(t)
-			cli := startC(ctx, t, dir, "client", env("client"), bins["zcopy_intr"], append([]string{"client", part}, ports...)...)
-			cli.wait(ctx, t)
-			srv.wait(ctx, t)
-			require.False(t, t.Failed())
-			c, s := readStats(t, dir, "client"), readStats(t, dir, "server")
+			dir, c, s := runPreloaded(ctx, t, shim, bins["zcopy_intr"], part)
 			if part == "send" {
 				out, err := os.ReadFile(filepath.Join(dir, "client.out"))
 				require.NoError(t, err)
@@ -137,4 +96,25 @@ func TestZCopyInterrupted(t *testing.T) {
 			assert.Equal(t, int64(2), c.n(t, "sdp_conns"))
 		})
 	}
+}
+
+// runPreloaded runs the C test program bin as server and client of variant part, both ends
+// preloaded, checks that both exited 0 and returns the directory of their logs and output
+// with the client's and the server's stats lines.
+func runPreloaded(ctx context.Context, t *testing.T, shim, bin, part string) (dir string, c, s stats) {
+	t.Helper()
+	dir = t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	ctx, cancel := context.WithTimeout(ctx, runTimeout)
+	defer cancel()
+	env := func(prefix string) []string {
+		return append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), "TMPDIR="+dir)
+	}
+	srv := startC(ctx, t, dir, "server", env("server"), bin, "server", part)
+	ports := srv.waitPorts(t)
+	cli := startC(ctx, t, dir, "client", env("client"), bin, append([]string{"client", part}, ports...)...)
+	cli.wait(ctx, t)
+	srv.wait(ctx, t)
+	require.False(t, t.Failed())
+	return dir, readStats(t, dir, "client"), readStats(t, dir, "server")
 }
