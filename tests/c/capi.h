@@ -38,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -159,6 +161,35 @@ static __attribute__((unused)) void watchdog(unsigned sec)
 
 #define WATCHDOG_SEC 40
 
+/* ---- signals --------------------------------------------------------------- */
+
+/* catch_signal installs handler h for sig, with SA_RESTART when restart. */
+static __attribute__((unused)) void catch_signal(int sig, void (*h)(int), int restart)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = h;
+	sa.sa_flags = restart ? SA_RESTART : 0;
+	SYS(sigaction(sig, &sa, NULL));
+}
+
+/* mask_signal blocks (how SIG_BLOCK) or unblocks (SIG_UNBLOCK) sig in the
+ * calling thread; a thread it creates is born with its mask. */
+static __attribute__((unused)) void mask_signal(int how, int sig)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, sig);
+	pthread_sigmask(how, &s, NULL);
+}
+
+/* alarm_in_ms sends the process SIGALRM once, ms from now. */
+static __attribute__((unused)) void alarm_in_ms(long ms)
+{
+	struct itimerval it = { .it_value = { .tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000 } };
+	SYS(setitimer(ITIMER_REAL, &it, NULL));
+}
+
 /* ---- data ----------------------------------------------------------------- */
 
 /* pat is the byte at offset off of the stream with the given seed: both ends
@@ -236,6 +267,40 @@ static __attribute__((unused)) void read_exact(const char *file, int line, int f
 		p += r;
 		n -= (size_t)r;
 	}
+}
+
+/* RECV_WHOLE receives n bytes into b by blocking recv(MSG_WAITALL), which
+ * returns them in one call unless a signal cuts it short; intr: a call that
+ * fails with EINTR is repeated, else that is a failure too. */
+#define RECV_WHOLE(fd, b, n, intr) recv_whole(__FILE__, __LINE__, fd, b, n, intr)
+static __attribute__((unused)) void recv_whole(const char *file, int line, int fd, uint8_t *b, size_t n, int intr)
+{
+	size_t got = 0;
+	while (got < n) {
+		errno = 0;
+		ssize_t r = recv(fd, b + got, n - got, MSG_WAITALL);
+		if (r < 0 && errno == EINTR && intr)
+			continue;
+		if (r <= 0)
+			failf(file, line, errno, "recv after %zu of %zu bytes returned %zd", got, n, r);
+		got += (size_t)r;
+	}
+}
+
+/* SEND_WHOLE sends n bytes of b in one blocking send() and writes the rest
+ * when a signal cut it short; intr: a send that fails with EINTR counts as
+ * one that sent nothing, else that is a failure. */
+#define SEND_WHOLE(fd, b, n, intr) send_whole(__FILE__, __LINE__, fd, b, n, intr)
+static __attribute__((unused)) void send_whole(const char *file, int line, int fd, const uint8_t *b, size_t n, int intr)
+{
+	errno = 0;
+	ssize_t w = send(fd, b, n, 0);
+	if (w < 0 && errno == EINTR && intr)
+		w = 0;
+	if (w < 0)
+		failf(file, line, errno, "send of %zu bytes returned %zd", n, w);
+	if ((size_t)w < n)
+		write_all(file, line, fd, b + w, n - (size_t)w);
 }
 
 /* serve_commands answers one-byte commands on fd until 'C': 'S' sends the
@@ -451,6 +516,14 @@ static __attribute__((unused)) int accept_one(const char *file, int line, int lf
 	return c;
 }
 
+/* atmark reports whether the reader stands at the urgent mark (SIOCATMARK). */
+static __attribute__((unused)) int atmark(int fd)
+{
+	int v = -1;
+	SYS(ioctl(fd, SIOCATMARK, &v));
+	return v;
+}
+
 static __attribute__((unused)) void set_nonblock(int fd, int on)
 {
 	int fl = SYS(fcntl(fd, F_GETFL));
@@ -483,10 +556,7 @@ static void *server_thread(void *arg)
 	(void)arg;
 	role = "server";
 	/* Asynchronous signals go to the client (main) thread. */
-	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, SIGALRM);
-	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	mask_signal(SIG_BLOCK, SIGALRM);
 	server(server_ctx);
 	return NULL;
 }

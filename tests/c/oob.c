@@ -6,19 +6,11 @@
  * it stays in the stream. The expected results are Linux TCP's. */
 #include "capi.h"
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 
 static void setup(struct ctx *c)
 {
 	c->lfd[0] = listen4(&c->port[0]);
 	c->nl = 1;
-}
-
-static int atmark(int fd)
-{
-	int v = -1;
-	SYS(ioctl(fd, SIOCATMARK, &v));
-	return v;
 }
 
 /* recv_str reads once (blocking) and checks what came. */

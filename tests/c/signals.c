@@ -8,7 +8,6 @@
  * The server sends its data only when the client asks, after the signal,
  * so the recv is surely blocked when the timer fires. One connection. */
 #include "capi.h"
-#include <sys/time.h>
 
 static volatile sig_atomic_t alarms;
 static int notify[2]; /* the handler writes to it (restart) */
@@ -51,10 +50,7 @@ static void *asker(void *arg)
 {
 	(void)arg;
 	role = "client-asker";
-	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, SIGALRM);
-	pthread_sigmask(SIG_BLOCK, &s, NULL);
+	mask_signal(SIG_BLOCK, SIGALRM);
 	CHECK(wait_fd(notify[0], POLLIN, 10000) & POLLIN, "the SIGALRM handler ran within 10 s");
 	SEND_TAG(ask_fd, "go");
 	return NULL;
@@ -67,19 +63,14 @@ static void client(struct ctx *c)
 	EXPECT_TAG(fd, "hello");
 	SYS(pipe(notify));
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_alarm;
-	sa.sa_flags = restart ? SA_RESTART : 0;
-	SYS(sigaction(SIGALRM, &sa, NULL));
+	catch_signal(SIGALRM, on_alarm, restart);
 	pthread_t th;
 	if (restart) {
 		ask_fd = fd;
 		if (pthread_create(&th, NULL, asker, NULL))
 			FAIL("pthread_create");
 	}
-	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
-	SYS(setitimer(ITIMER_REAL, &it, NULL));
+	alarm_in_ms(200);
 
 	char b[TAGLEN];
 	errno = 0;

@@ -55,19 +55,7 @@ static void setup(struct ctx *c)
 	c->nl = 1;
 }
 
-static int atmark(int fd)
-{
-	int v = -1;
-	SYS(ioctl(fd, SIOCATMARK, &v));
-	return v;
-}
-
-static void handler(void)
-{
-	struct sigaction sa = { .sa_handler = on_urg, .sa_flags = SA_RESTART };
-	sigemptyset(&sa.sa_mask);
-	SYS(sigaction(SIGURG, &sa, NULL));
-}
+static void handler(void) { catch_signal(SIGURG, on_urg, 1); }
 
 static void own(struct ctx *c, int fd)
 {
@@ -138,6 +126,24 @@ static void wait_oob(int fd, char want)
 			FAIL("recv returned %zd \"%.*s\", want \"%s\"", n_, (int)(n_ > 0 ? n_ : 0), b_, (want)); \
 	} while (0)
 
+/* EXPECT_OOB reads the urgent byte, which must be want. */
+#define EXPECT_OOB(fd, want)                          \
+	do {                                          \
+		char o_ = 0;                          \
+		EQ(recv((fd), &o_, 1, MSG_OOB), 1);   \
+		EQ(o_, (want));                       \
+	} while (0)
+
+/* NEXT_MARK asks the client for its next urgent byte (tag) and waits until
+ * the handler has run n times in all and the reader stands at the mark. */
+#define NEXT_MARK(fd, tag, n)          \
+	do {                           \
+		SEND_TAG(fd, tag);     \
+		wait_count(fd, n);     \
+		wait_pri(fd);          \
+		EQ(atmark(fd), 1);     \
+	} while (0)
+
 static void server(struct ctx *c)
 {
 	int late = !strcmp(c->part, "late");
@@ -174,8 +180,7 @@ static void server(struct ctx *c)
 		wait_pri(fd); /* the calls after the jump work */
 		RECV_STR(fd, "abc");
 		EQ(atmark(fd), 1);
-		EQ(recv(fd, &b, 1, MSG_OOB), 1);
-		EQ(b, 'd');
+		EXPECT_OOB(fd, 'd');
 		RECV_STR(fd, "ef");
 		SEND_TAG(fd, "end");
 		EXPECT_EOF(fd);
@@ -199,8 +204,7 @@ static void server(struct ctx *c)
 		} else {
 			CHECK(h_n == -1 && h_err == EAGAIN, "recv(MSG_OOB) in the handler: %d, errno %d", (int)h_n, (int)h_err);
 			wait_pri(fd);
-			EQ(recv(fd, &b, 1, MSG_OOB), 1);
-			EQ(b, 'd');
+			EXPECT_OOB(fd, 'd');
 		}
 		RECV_STR(fd, "abc");
 		EQ(atmark(fd), 1);
@@ -217,8 +221,7 @@ static void server(struct ctx *c)
 	EQ(atmark(fd), 0);
 	RECV_STR(fd, "abc");
 	EQ(atmark(fd), 1);
-	EQ(recv(fd, &b, 1, MSG_OOB), 1);
-	EQ(b, 'd');
+	EXPECT_OOB(fd, 'd');
 	EQ(recv(fd, &b, 1, MSG_OOB | MSG_DONTWAIT), -1);
 	RECV_STR(fd, "ef");
 	EQ(urg_count, 1); /* once per mark */
@@ -229,8 +232,7 @@ static void server(struct ctx *c)
 	EQ(urg_count, 2);
 	wait_pri(fd); /* 'y' may come a little after 'x' */
 	EQ(atmark(fd), 1);
-	EQ(recv(fd, &b, 1, MSG_OOB), 1);
-	EQ(b, 'y');
+	EXPECT_OOB(fd, 'y');
 	SEND_TAG(fd, "s3");
 
 	/* Overtaken: "gh" with 'h' urgent, then "ij" with 'j' urgent, then "k";
@@ -241,29 +243,17 @@ static void server(struct ctx *c)
 	int base = urg_count;
 	RECV_STR(fd, "ghi");
 	EQ(atmark(fd), 1);
-	EQ(recv(fd, &b, 1, MSG_OOB), 1);
-	EQ(b, 'j');
+	EXPECT_OOB(fd, 'j');
 	RECV_STR(fd, "k");
 	EQ(atmark(fd), 0);
 
 	/* Several in a row, the reader at each mark when the next comes: 'A'
 	 * and 'B' leave the stream, read or not. */
-	SEND_TAG(fd, "s4");
-	wait_count(fd, base + 1);
-	wait_pri(fd);
-	EQ(atmark(fd), 1);
-	EQ(recv(fd, &b, 1, MSG_OOB), 1);
-	EQ(b, 'A');
-	SEND_TAG(fd, "s5");
-	wait_count(fd, base + 2);
-	wait_pri(fd);
-	EQ(atmark(fd), 1);
-	EQ(recv(fd, &b, 1, MSG_OOB), 1);
-	EQ(b, 'B');
-	SEND_TAG(fd, "s6");
-	wait_count(fd, base + 3);
-	wait_pri(fd);
-	EQ(atmark(fd), 1);
+	NEXT_MARK(fd, "s4", base + 1);
+	EXPECT_OOB(fd, 'A');
+	NEXT_MARK(fd, "s5", base + 2);
+	EXPECT_OOB(fd, 'B');
+	NEXT_MARK(fd, "s6", base + 3);
 	RECV_STR(fd, "end"); /* 'C', never read, is skipped too */
 	EQ(atmark(fd), 0);
 	EQ(urg_count, base + 3);

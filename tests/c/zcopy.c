@@ -20,14 +20,7 @@ static void send_msgs(int fd, uint8_t *buf, uint32_t seed)
 {
 	for (uint64_t r = 0; r < ROUNDS; r++) {
 		fill(buf, MSG, seed, r * MSG);
-		errno = 0;
-		ssize_t w = send(fd, buf, MSG, 0);
-		if (w < 0 && errno == EINTR)
-			w = 0;
-		if (w < 0)
-			FAIL("send of %u bytes returned %zd", MSG, w);
-		if ((size_t)w < MSG) /* a blocking send may still be cut short by a signal */
-			WRITE_ALL(fd, buf + w, MSG - (size_t)w);
+		SEND_WHOLE(fd, buf, MSG, 1);
 		EXPECT_TAG(fd, "got");
 	}
 }
@@ -36,16 +29,7 @@ static void recv_msgs(int fd, uint8_t *buf, uint32_t seed)
 {
 	for (uint64_t r = 0; r < ROUNDS; r++) {
 		memset(buf, 0, MSG);
-		size_t got = 0;
-		while (got < MSG) {
-			errno = 0;
-			ssize_t n = recv(fd, buf + got, MSG - got, MSG_WAITALL);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				FAIL("recv after %zu of %u bytes returned %zd", got, MSG, n);
-			got += (size_t)n;
-		}
+		RECV_WHOLE(fd, buf, MSG, 1);
 		VERIFY(buf, MSG, seed, r * MSG);
 		SEND_TAG(fd, "got");
 	}

@@ -15,7 +15,6 @@
  * reads them into another buffer, checks them, and checks that the interrupted call's
  * buffer was never written. */
 #include "capi.h"
-#include <sys/time.h>
 
 #define BIG (64u << 20)
 #define MSG (1u << 20)
@@ -32,16 +31,11 @@ static void on_alarm(int sig)
 	(void)w;
 }
 
-static void arm(int restart)
+/* catch_alarm has on_alarm count SIGALRM and note it on notify. */
+static void catch_alarm(int restart)
 {
 	SYS(pipe(notify));
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_alarm;
-	sa.sa_flags = restart ? SA_RESTART : 0;
-	SYS(sigaction(SIGALRM, &sa, NULL));
-	struct itimerval it = { .it_value = { .tv_usec = 200000 } };
-	SYS(setitimer(ITIMER_REAL, &it, NULL));
+	catch_signal(SIGALRM, on_alarm, restart);
 }
 
 static void setup(struct ctx *c)
@@ -62,7 +56,8 @@ static void server(struct ctx *c)
 		uint8_t *first = malloc(MSG);
 		CHECK(first != NULL, "malloc");
 		memset(first, 0x5a, MSG);
-		arm(0);
+		catch_alarm(0);
+		alarm_in_ms(200);
 		errno = 0;
 		ssize_t n = recv(fd, first, MSG, MSG_WAITALL);
 		int err = errno;
@@ -116,25 +111,16 @@ static void client(struct ctx *c)
 		CHECK(buf != NULL, "malloc");
 		fill(buf, BIG, 72, 0);
 		pthread_t th;
-		SYS(pipe(notify));
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_alarm;
-		sa.sa_flags = restart ? SA_RESTART : 0;
-		SYS(sigaction(SIGALRM, &sa, NULL));
+		catch_alarm(restart);
 		if (restart) {
 			/* The asker is born with SIGALRM blocked: the signal goes to this thread. */
-			sigset_t s;
-			sigemptyset(&s);
-			sigaddset(&s, SIGALRM);
-			pthread_sigmask(SIG_BLOCK, &s, NULL);
+			mask_signal(SIG_BLOCK, SIGALRM);
 			ask_fd = cfd;
 			if (pthread_create(&th, NULL, asker, NULL))
 				FAIL("pthread_create");
-			pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+			mask_signal(SIG_UNBLOCK, SIGALRM);
 		}
-		struct itimerval it = { .it_value = { .tv_usec = 200000 } };
-		SYS(setitimer(ITIMER_REAL, &it, NULL));
+		alarm_in_ms(200);
 		errno = 0;
 		int64_t t0 = now_ms();
 		ssize_t n = send(fd, buf, BIG, 0);

@@ -23,14 +23,7 @@ static void server(struct ctx *c)
 	for (uint64_t r = 0; r < ROUNDS; r++) {
 		memset(buf, 0, MSG);
 		SEND_TAG(fd, "go");
-		size_t got = 0;
-		while (got < MSG) {
-			errno = 0;
-			ssize_t n = recv(fd, buf + got, MSG - got, MSG_WAITALL);
-			if (n <= 0)
-				FAIL("recv after %zu of %u bytes returned %zd", got, MSG, n);
-			got += (size_t)n;
-		}
+		RECV_WHOLE(fd, buf, MSG, 0);
 		VERIFY(buf, MSG, 93, r * MSG);
 	}
 	SEND_TAG(fd, "done");
@@ -48,11 +41,7 @@ static void client(struct ctx *c)
 	for (uint64_t r = 0; r < ROUNDS; r++) {
 		fill(buf, MSG, 93, r * MSG);
 		EXPECT_TAG(fd, "go");
-		ssize_t w = send(fd, buf, MSG, 0);
-		if (w < 0)
-			FAIL("send of %u bytes returned %zd", MSG, w);
-		if ((size_t)w < MSG)
-			WRITE_ALL(fd, buf + w, MSG - (size_t)w);
+		SEND_WHOLE(fd, buf, MSG, 0);
 	}
 	EXPECT_TAG(fd, "done");
 	SYS(close(fd));
