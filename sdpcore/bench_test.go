@@ -67,6 +67,14 @@ func itoa(n int) string {
 }
 
 func benchSDP(b *testing.B, size int, cfg Config) {
+	benchOneWay(b, cfg, size, 0, 256<<10, 0)
+}
+
+// benchOneWay measures b.N sends of size bytes with sendFlags from one end
+// of a pair to the other, whose receiver reads them in calls of at most
+// chunk bytes with recvFlags. It reports the payload copies per byte each
+// way and returns both ends' counters (the sender's first).
+func benchOneWay(b *testing.B, cfg Config, size int, sendFlags SendFlags, chunk int, recvFlags RecvFlags) (tx, rx Stats) {
 	a, p := connPair(b, cfg)
 	buf := make([]byte, size)
 	done := make(chan error, 1)
@@ -74,7 +82,7 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 	go func() {
 		// As in the seeds' bandwidth test, the receiver answers with one
 		// byte once it has everything; the sender waits for it.
-		err := recvCount(b, a, make([]byte, 256<<10), size*b.N, until)
+		err := recvCountFlags(b, a, make([]byte, chunk), size*b.N, recvFlags, until)
 		if err == nil {
 			err = sendBytes(b, a, []byte{1}, 0, until)
 		}
@@ -84,7 +92,7 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := sendBytes(b, p, buf, 0, until); err != nil {
+		if err := sendBytes(b, p, buf, sendFlags, until); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -95,11 +103,12 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
-	tx, rx := p.Stats(), a.Stats()
+	tx, rx = p.Stats(), a.Stats()
 	if tx.PayloadTx > 0 && rx.PayloadRx > 0 {
 		b.ReportMetric(float64(tx.UserCopiesTx)/float64(tx.PayloadTx), "copies/B-tx")
 		b.ReportMetric(float64(rx.UserCopiesRx)/float64(rx.PayloadRx), "copies/B-rx")
 	}
+	return tx, rx
 }
 
 // sendBytes sends all of data with flags, waiting (bounded) while the
@@ -128,8 +137,14 @@ func sendBytes(tb testing.TB, c *Conn, data []byte, flags SendFlags, until time.
 // recvCount receives n bytes into buf, over and over, waiting (bounded)
 // while none are there.
 func recvCount(tb testing.TB, c *Conn, buf []byte, n int, until time.Time) error {
+	return recvCountFlags(tb, c, buf, n, 0, until)
+}
+
+// recvCountFlags is recvCount with receive flags (RecvWait: as a blocking
+// recv(2)).
+func recvCountFlags(tb testing.TB, c *Conn, buf []byte, n int, flags RecvFlags, until time.Time) error {
 	for got := 0; got < n; {
-		k, err := c.Recv([][]byte{buf[:min(len(buf), n-got)]}, 0, time.Now())
+		k, err := c.Recv([][]byte{buf[:min(len(buf), n-got)]}, flags, time.Now())
 		if err == ErrWouldBlock {
 			if err := wait(tb, c, EvIn, until); err != nil {
 				return err

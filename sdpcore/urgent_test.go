@@ -285,24 +285,10 @@ func TestUrgentStream(t *testing.T) {
 					flags = SendOOB
 				}
 				i++
-				piece := rest[:n]
-				for len(piece) > 0 {
-					k, err := p.SendFlags([][]byte{piece}, flags, time.Now())
-					if p.NeedsBackground() {
-						go p.Background(time.Minute)
-					}
-					if err == ErrWouldBlock {
-						if err := wait(t, p, EvOut, until); err != nil {
-							done <- err
-							return
-						}
-						continue
-					}
-					if err != nil {
-						done <- err
-						return
-					}
-					piece = piece[k:] // a partial MSG_OOB send: the rest, urgent byte last, again
+				// A partial MSG_OOB send: the rest, urgent byte last, again.
+				if err := sendBytes(t, p, rest[:n], flags, until); err != nil {
+					done <- err
+					return
 				}
 				rest = rest[n:]
 			}

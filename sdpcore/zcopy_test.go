@@ -2,11 +2,11 @@ package sdpcore
 
 import (
 	"bytes"
-	"math/rand"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // sendWait sends all of data with SendWait, as a blocking send(2) would.
@@ -35,23 +35,48 @@ func recvN(t *testing.T, c *Conn, n, chunk int, flags RecvFlags, until time.Time
 	return got, nil
 }
 
+// zcopyPair connects a pair in flow-control mode fc, moves one byte from
+// p to a and returns them with a deadline 30 s away.
+func zcopyPair(t *testing.T, fc FlowControl) (a, p *Conn, until time.Time) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.FlowControl = fc
+	a, p = connPair(t, cfg)
+	oneWay(t, p, a, 1)
+	return a, p, time.Now().Add(30 * time.Second)
+}
+
+// driveUntil runs c's side of the protocol until held, called with c.mu
+// held, reports true; it fails the test with msg at until.
+func driveUntil(t *testing.T, c *Conn, held func() bool, until time.Time, msg string) {
+	t.Helper()
+	for {
+		_, _, _, err := c.Poll(EvIn, time.Now())
+		require.NoError(t, err)
+		c.mu.Lock()
+		ok := held()
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		require.True(t, time.Now().Before(until), msg)
+		pfd := []unix.PollFd{{Fd: int32(c.Fd()), Events: unix.POLLIN}}
+		_, _ = unix.Poll(pfd, 100)
+	}
+}
+
 // TestZCopy: a large blocking send is offered by SrcAvail and RDMA-Read
 // straight into the receiver's buffers; a receiver that does not wait gets
 // the rest by buffer copy (SendSM); two peers that both send before they
 // read get through by SrcAvailCancel.
 func TestZCopy(t *testing.T) {
 	const total = 1 << 20
-	data := make([]byte, total)
-	rand.New(rand.NewSource(11)).Read(data)
+	data := randBytes(total, 11)
 	// rdma is left out: its held bytes wait for the sender's next call,
 	// and these senders make none once all is taken (TestStalledProgress).
 	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
 		t.Run(fc.String()+"/read", func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			as0, ps0 := a.Stats(), p.Stats()
 			done := make(chan error, 1)
 			go func() { done <- sendWait(t, p, data, until) }()
@@ -79,11 +104,7 @@ func TestZCopy(t *testing.T) {
 			require.GreaterOrEqual(t, copies+direct, uint64(total))
 		})
 		t.Run(fc.String()+"/sendsm", func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			done := make(chan error, 1)
 			go func() { done <- sendWait(t, p, data, until) }()
 			head, err := recvN(t, a, 100<<10, 100<<10, RecvWait, until) // read by RDMA Read
@@ -97,11 +118,7 @@ func TestZCopy(t *testing.T) {
 			require.EqualValues(t, total+1, ps.PayloadTx) // and the byte of oneWay
 		})
 		t.Run(fc.String()+"/both-send-first", func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			// Each sends less than buffer copy can hold unread, as a TCP
 			// program that does this relies on the socket buffers.
 			data := data[:256<<10]
@@ -155,13 +172,8 @@ func TestZCopyCancelSend(t *testing.T) {
 	const total = 1 << 20
 	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
-			data := make([]byte, total)
-			rand.New(rand.NewSource(12)).Read(data)
+			a, p, until := zcopyPair(t, fc)
+			data := randBytes(total, 12)
 			want := append([]byte(nil), data...)
 			n, err := p.SendFlags([][]byte{data}, SendWait, time.Now())
 			require.Equal(t, ErrWouldBlock, err, "the offer is out (%d)", n)
@@ -212,49 +224,8 @@ func BenchmarkZCopy(b *testing.B) {
 }
 
 func benchZCopy(b *testing.B, size int, cfg Config) {
-	a, p := connPair(b, cfg)
-	buf := make([]byte, size)
-	done := make(chan error, 1)
-	until := time.Now().Add(5 * time.Minute)
-	go func() {
-		rb := make([]byte, size)
-		total := size * b.N
-		for got := 0; got < total; {
-			k, err := a.Recv([][]byte{rb[:min(size, total-got)]}, RecvWait, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(b, a, EvIn, until); err != nil {
-					done <- err
-					return
-				}
-				continue
-			}
-			if err != nil {
-				done <- err
-				return
-			}
-			got += k
-		}
-		done <- sendBytes(b, a, []byte{1}, 0, until)
-	}()
-	b.SetBytes(int64(size))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := sendBytes(b, p, buf, SendWait, until); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := recvCount(b, p, make([]byte, 1), 1, until); err != nil {
-		b.Fatal("no answer from the receiver:", err)
-	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	b.StopTimer()
-	tx, rx := p.Stats(), a.Stats()
+	tx, rx := benchOneWay(b, cfg, size, SendWait, size, RecvWait)
 	if tx.PayloadTx > 0 && rx.PayloadRx > 0 {
-		b.ReportMetric(float64(tx.UserCopiesTx)/float64(tx.PayloadTx), "copies/B-tx")
-		b.ReportMetric(float64(rx.UserCopiesRx)/float64(rx.PayloadRx), "copies/B-rx")
 		b.ReportMetric(float64(tx.ZCopyTx-rx.ZCopyWriteRx)/float64(tx.PayloadTx), "read-zcopy/B")
 		b.ReportMetric(float64(rx.ZCopyWriteRx)/float64(tx.PayloadTx), "write-zcopy/B")
 	}
@@ -268,26 +239,11 @@ func TestZCopyCancelRead(t *testing.T) {
 	const total = 1 << 20
 	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
-			data := make([]byte, total)
-			rand.New(rand.NewSource(13)).Read(data)
+			a, p, until := zcopyPair(t, fc)
+			data := randBytes(total, 13)
 			done := make(chan error, 1)
 			go func() { done <- sendWait(t, p, data, until) }()
-			for { // the offer is in
-				_, _, _, err := a.Poll(EvIn, time.Now())
-				require.NoError(t, err)
-				a.mu.Lock()
-				offered := a.zsink != nil
-				a.mu.Unlock()
-				if offered {
-					break
-				}
-				require.NoError(t, wait(t, a, EvIn, until))
-			}
+			driveUntil(t, a, func() bool { return a.zsink != nil }, until, "the SrcAvail never came")
 			buf := make([]byte, 256<<10)
 			_, err := a.Recv([][]byte{buf}, RecvWait, time.Now())
 			require.Equal(t, ErrWouldBlock, err, "the Read Request is out")

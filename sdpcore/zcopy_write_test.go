@@ -22,19 +22,7 @@ func offerSink(t *testing.T, sink, src *Conn, buf []byte, until time.Time) {
 	sink.mu.Lock()
 	require.NotNil(t, sink.zw, "a SinkAvail is out")
 	sink.mu.Unlock()
-	for {
-		_, _, _, err := src.Poll(EvIn, time.Now())
-		require.NoError(t, err)
-		src.mu.Lock()
-		held := src.zws != nil
-		src.mu.Unlock()
-		if held {
-			return
-		}
-		require.True(t, time.Now().Before(until), "the source never took the SinkAvail")
-		pfd := []unix.PollFd{{Fd: int32(src.Fd()), Events: unix.POLLIN}}
-		_, _ = unix.Poll(pfd, 100)
-	}
+	driveUntil(t, src, func() bool { return src.zws != nil }, until, "the source never took the SinkAvail")
 }
 
 // recvSame repeats a waiting receive into buf, as the shim does for one
@@ -66,11 +54,7 @@ func TestWriteZCopy(t *testing.T) {
 	data := randBytes(total, 21)
 	for fc := FlowCredit; fc < numFlowControls; fc++ {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			for round := range 3 {
 				as0, ps0 := a.Stats(), p.Stats()
 				buf := make([]byte, total)
@@ -142,11 +126,7 @@ func TestWriteZCopyCrossing(t *testing.T) {
 	const big = 256 << 10
 	for _, fc := range []FlowControl{FlowCredit, FlowNIC, FlowTransport} {
 		t.Run(fc.String()+"/data", func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			buf := make([]byte, big)
 			_, err := a.Recv([][]byte{buf}, RecvWait, time.Now())
 			require.Equal(t, ErrWouldBlock, err)
@@ -185,11 +165,7 @@ func TestWriteZCopyCrossing(t *testing.T) {
 			require.EqualValues(t, 1, p.Stats().ZCopyWriteSends)
 		})
 		t.Run(fc.String()+"/srcavail", func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.FlowControl = fc
-			a, p := connPair(t, cfg)
-			oneWay(t, p, a, 1)
-			until := time.Now().Add(30 * time.Second)
+			a, p, until := zcopyPair(t, fc)
 			data := randBytes(big, 25)
 			done := make(chan error, 1)
 			go func() { done <- sendWait(t, p, data, until) }()
