@@ -117,14 +117,7 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 		return -C.int64_t(goneErr(int(fd)))
 	}
 	if flags&C.SDP_RECV_OOB != 0 {
-		var b []byte
-		for _, x := range iovecs(iov, cnt) {
-			if len(x) > 0 {
-				b = x
-				break
-			}
-		}
-		n, err := c.RecvOOB(b, flags&C.SDP_RECV_PEEK != 0, time.Now())
+		n, err := c.RecvOOB(firstIovec(iov, cnt), flags&C.SDP_RECV_PEEK != 0, time.Now())
 		return C.int64_t(result(int(fd), c, n, err))
 	}
 	var f sdpcore.RecvFlags
@@ -147,35 +140,25 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 //export sdp_recv_cancel
 func sdp_recv_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c, b := cancelled(fd, iov, cnt)
 	if c == nil {
 		return 0
 	}
-	for _, b := range iovecs(iov, cnt) {
-		if len(b) > 0 {
-			return C.int64_t(c.CancelRecv(b))
-		}
-	}
-	return 0
+	return C.int64_t(c.CancelRecv(b))
 }
 
 //export sdp_send_cancel
 func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c, b := cancelled(fd, iov, cnt)
 	if c == nil {
 		return 0
 	}
-	for _, b := range iovecs(iov, cnt) {
-		if len(b) > 0 {
-			n := c.CancelSend(b)
-			if c.NeedsBackground() { // the rest of the offer, without waiting for a call
-				goSafe(func() { c.Background(coreCfg.Linger) })
-			}
-			return C.int64_t(n)
-		}
+	n := c.CancelSend(b)
+	if c.NeedsBackground() { // the rest of the offer, without waiting for a call
+		goSafe(func() { c.Background(coreCfg.Linger) })
 	}
-	return 0
+	return C.int64_t(n)
 }
 
 //export sdp_poll
@@ -340,6 +323,32 @@ func iovecs(iov *C.struct_iovec, cnt C.int) [][]byte {
 		}
 	}
 	return out
+}
+
+// firstIovec returns the first non-empty buffer of iov, or nil: the one that a read of the
+// urgent byte fills and that a zero-copy offer, which a cancel call ends, was made of.
+func firstIovec(iov *C.struct_iovec, cnt C.int) []byte {
+	for _, b := range iovecs(iov, cnt) {
+		if len(b) > 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// cancelled returns fd's connection and the buffer of the call that sdp_recv_cancel or
+// sdp_send_cancel ends (its first non-empty one), or nil, nil when either is missing: the
+// call has nothing to cancel.
+func cancelled(fd C.int, iov *C.struct_iovec, cnt C.int) (*sdpcore.Conn, []byte) {
+	c := lookup(int(fd))
+	if c == nil {
+		return nil, nil
+	}
+	b := firstIovec(iov, cnt)
+	if b == nil {
+		return nil, nil
+	}
+	return c, b
 }
 
 // guard turns a panic into an error for the call (and the connection).
