@@ -130,19 +130,27 @@ func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
 	}
 	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel), copied0: c.qp.TxCopied()}
 	var b [srcAvailLen]byte
-	c.mseq++
-	c.advertise()
-	EncodeBSDH(b[:], BSDHFields{MID: MIDSrcAvail, Bufs: uint16(c.posted), Len: srcAvailLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(buf)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(stag))
 	binary.BigEndian.PutUint64(b[BSDHLen+8:], 0)
-	c.qp.PostSend(iwarp.OpSend, b[:])
-	c.lastDataLen = 0
+	c.postMessage(MIDSrcAvail, b[:])
 	c.dataSeq = c.mseq
-	c.stats.MsgsTx++
 	c.stats.ZCopyReadSends++
 	_ = c.flush()
 	return true
+}
+
+// postMessage queues m, a zero-copy message (SrcAvail, RdmaRdCompl,
+// SinkAvail, RdmaWrCompl) of MID mid whose body after the BSDH is filled
+// in: it takes the next MSeq, advertises the posted buffers and encodes
+// the BSDH in front. It uses one credit. Called locked.
+func (c *Conn) postMessage(mid MID, m []byte) {
+	c.mseq++
+	c.advertise()
+	EncodeBSDH(m, BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: uint32(len(m)), MSeq: c.mseq, MSeqAck: c.recvSeq})
+	c.qp.PostSend(iwarp.OpSend, m)
+	c.lastDataLen = 0
+	c.stats.MsgsTx++
 }
 
 // zsrcAnswered reports that the offer needs nothing more from the peer:
@@ -471,13 +479,8 @@ func (c *Conn) readProgress() {
 		return
 	}
 	var m [rdmaRdComplLen]byte
-	c.mseq++
-	c.advertise()
-	EncodeBSDH(m[:], BSDHFields{MID: MIDRdmaRdCompl, Bufs: uint16(c.posted), Len: rdmaRdComplLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(len(z.rbuf)))
-	c.qp.PostSend(iwarp.OpSend, m[:])
-	c.lastDataLen = 0
-	c.stats.MsgsTx++
+	c.postMessage(MIDRdmaRdCompl, m[:])
 	z.reading, z.got, z.detached, z.rbuf = false, false, false, nil
 	if z.done == z.n || z.cancelled {
 		c.zsink = nil

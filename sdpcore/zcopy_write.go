@@ -103,14 +103,9 @@ func (c *Conn) postSinkAvail(b []byte) bool {
 	c.qp.WatchWrites(stag)
 	c.zw = &zwsink{stag: stag, buf: b, placed0: c.qp.DirectPlaced()}
 	var m [sinkAvailLen]byte
-	c.mseq++
-	c.advertise()
-	EncodeBSDH(m[:], BSDHFields{MID: MIDSinkAvail, Bufs: uint16(c.posted), Len: sinkAvailLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(len(b)))
 	binary.BigEndian.PutUint32(m[BSDHLen+4:], uint32(stag))
-	c.qp.PostSend(iwarp.OpSend, m[:])
-	c.lastDataLen = 0
-	c.stats.MsgsTx++
+	c.postMessage(MIDSinkAvail, m[:])
 	c.stats.ZCopySinkAvails++
 	_ = c.flush()
 	return true
@@ -330,15 +325,10 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 		c.stats.UserCopiesTx += uint64(n)
 	}
 	var m [rdmaWrComplLen]byte
-	c.mseq++
-	c.advertise()
-	EncodeBSDH(m[:], BSDHFields{MID: MIDRdmaWrCompl, Bufs: uint16(c.posted), Len: rdmaWrComplLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
 	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(n))
-	c.qp.PostSend(iwarp.OpSend, m[:])
-	c.lastDataLen = 0
+	c.postMessage(MIDRdmaWrCompl, m[:])
 	c.dataSeq, c.wrComplSeq = c.mseq, c.mseq
 	c.zws, c.sinkOut = nil, false
-	c.stats.MsgsTx++
 	c.stats.ZCopyWriteSends++
 	c.stats.ZCopyTx += uint64(n)
 	c.stats.PayloadTx += uint64(n)
