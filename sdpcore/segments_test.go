@@ -2,7 +2,6 @@ package sdpcore
 
 import (
 	"bytes"
-	"math/rand"
 	"testing"
 	"time"
 
@@ -32,8 +31,7 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			require.LessOrEqual(t, mss, 1448, "TCP_MAXSEG did not limit the segments")
 
 			until := time.Now().Add(30 * time.Second)
-			data := make([]byte, 4<<20)
-			rand.New(rand.NewSource(7)).Read(data)
+			data := randBytes(4<<20, 7)
 			done := make(chan error, 1)
 			go func() {
 				// 2 MiB as 64 KiB sends (Data messages), then 2 MiB in
@@ -52,18 +50,8 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 				}
 				done <- nil
 			}()
-			got := make([]byte, 0, len(data))
-			buf := make([]byte, 1<<20)
-			for len(got) < len(data) {
-				k, err := p.Recv([][]byte{buf[:min(len(buf), len(data)-len(got))]}, RecvWait, time.Now())
-				if err == ErrWouldBlock {
-					require.NoError(t, wait(t, p, EvIn, until))
-					continue
-				}
-				require.NoError(t, err)
-				require.NotZero(t, k, "end of stream after %d bytes", len(got))
-				got = append(got, buf[:k]...)
-			}
+			got, err := recvN(t, p, len(data), 1<<20, RecvWait, until)
+			require.NoError(t, err)
 			require.NoError(t, <-done)
 			require.True(t, bytes.Equal(data, got), "the bytes received differ from those sent")
 

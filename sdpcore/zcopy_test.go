@@ -29,7 +29,7 @@ func recvN(t *testing.T, c *Conn, n, chunk int, flags RecvFlags, until time.Time
 		if err != nil {
 			return got, err
 		}
-		require.NotZero(t, k)
+		require.NotZero(t, k, "end of stream after %d bytes", len(got))
 		got = append(got, buf[:k]...)
 	}
 	return got, nil
