@@ -143,12 +143,33 @@ func (q *QP) Written() int { return q.written }
 // go on as before, into buf; the old buffer is no longer touched. This is
 // how a ULP takes its memory back from a transfer it cannot wait for.
 func (q *QP) Rebind(s STag, buf []byte) bool {
+	return q.rebind(s, buf, true)
+}
+
+// Detach is Rebind to a fresh buffer of the region's length, which it
+// returns (nil if s is not valid), without reading the old one: for a ULP
+// whose application may already have freed it (the call that lent it has
+// returned), where the octets placed so far are not wanted. The peer's
+// operations still land, in the fresh buffer.
+func (q *QP) Detach(s STag) []byte {
+	r := q.mem.lookup(s)
+	if r == nil {
+		return nil
+	}
+	buf := make([]byte, len(r.buf))
+	q.rebind(s, buf, false)
+	return buf
+}
+
+func (q *QP) rebind(s STag, buf []byte, keep bool) bool {
 	r := q.mem.lookup(s)
 	if r == nil || len(buf) != len(r.buf) {
 		return false
 	}
 	old := r.buf
-	copy(buf, old)
+	if keep {
+		copy(buf, old)
+	}
 	r.buf = buf
 	q.moveHoles(old, buf)
 	x := &q.direct

@@ -489,13 +489,15 @@ func (c *Conn) flush() error {
 		c.changes++ // room in the transmit backlog
 	}
 	if err != nil && err != unix.EAGAIN {
-		if err == unix.EPIPE || err == unix.ECONNRESET {
-			// The peer is gone: as on TCP, writing gives EPIPE and
-			// reading ends the stream.
-			c.eof = true
-			err = unix.EPIPE
-		}
+		// The peer is gone: as on TCP, writing gives EPIPE and reading
+		// ends the stream, unless it was reset (and had not ended its
+		// stream first), which both report: the write may be the
+		// engine's own, a credit update, that met the reset before the
+		// program's read did.
 		c.fail(err)
+		if err == unix.EPIPE || err == unix.ECONNRESET {
+			c.eof = true
+		}
 	}
 	return err
 }

@@ -625,7 +625,7 @@ func (c *Conn) Close(now time.Time) bool {
 		return true // once is enough (tests close again in their cleanup)
 	}
 	c.closed = true
-	c.cancelSink(false)
+	c.cancelSink(false, true)
 	c.detachRead(nil)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
 	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {

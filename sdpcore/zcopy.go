@@ -504,6 +504,12 @@ func (c *Conn) detachRead(b []byte) int {
 	if z == nil || !z.reading || z.got || z.detached || (b != nil && !sameBuf(b, z.rbuf)) {
 		return 0
 	}
+	if b == nil {
+		// Closing: the call that lent the buffer may have returned (with
+		// an error) and the program freed it; the octets are not wanted.
+		z.rbuf, z.detached = c.qp.Detach(z.rstag), true
+		return 0
+	}
 	priv := make([]byte, len(z.rbuf))
 	c.qp.Rebind(z.rstag, priv)
 	z.rbuf, z.detached = priv, true

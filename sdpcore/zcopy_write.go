@@ -126,7 +126,7 @@ func (c *Conn) recvWritePending(b []byte) (n int, err error, handled bool) {
 	if !z.done && (c.rqBytes > 0 || c.zsink != nil || c.peerDis || c.eof || c.st != stEstablished) {
 		// Data (or its end) came another way: the source will not write
 		// into the buffer (see the stream-order rule above).
-		c.cancelSink(true)
+		c.cancelSink(true, false)
 		return 0, nil, false
 	}
 	if !sameBuf(b, z.buf) {
@@ -147,7 +147,11 @@ func (c *Conn) recvWritePending(b []byte) (n int, err error, handled bool) {
 // written into the buffer that the ending call must return.
 // With crossed the source is known never to write into it: the region is
 // just invalidated.
-func (c *Conn) cancelSink(crossed bool) int {
+//
+// With closing the application's buffer may already be gone (the call that
+// lent it returned with an error, and the program freed it): the region
+// moves to a fresh buffer without reading the old one.
+func (c *Conn) cancelSink(crossed, closing bool) int {
 	z := c.zw
 	if z == nil || z.cancelled {
 		return 0
@@ -158,9 +162,12 @@ func (c *Conn) cancelSink(crossed bool) int {
 	}
 	z.cancelled = true
 	if c.st == stEstablished && !c.eof {
-		if crossed {
+		switch {
+		case crossed:
 			c.qp.Invalidate(z.stag)
-		} else {
+		case closing:
+			z.buf = c.qp.Detach(z.stag)
+		default:
 			priv := make([]byte, len(z.buf))
 			c.qp.Rebind(z.stag, priv)
 			z.buf = priv
@@ -187,7 +194,7 @@ func (c *Conn) CancelRecv(b []byte) int {
 	if c.zw == nil || c.zw.cancelled || !sameBuf(b, c.zw.buf) {
 		return c.detachRead(b) // or our RDMA Read into it (Read ZCopy)
 	}
-	n := c.cancelSink(false)
+	n := c.cancelSink(false, false)
 	_ = c.flush()
 	return n
 }

@@ -383,9 +383,31 @@ func FuzzWriteZCopy(f *testing.F) {
 			case 3:
 				_ = sink.onSinkCancelAck()
 			case 4:
-				sink.cancelSink(body[0]&1 == 0)
+				sink.cancelSink(body[0]&1 == 0, body[0]&2 == 0)
 			}
 			require.LessOrEqual(t, sink.rqBytes, len(buf))
 		}
 	})
+}
+
+// TestCloseDoesNotReadLentBuffer: a receive call that lent its buffer by
+// SinkAvail may return (with an error) and the program free the buffer
+// before it closes the descriptor; closing must then not read the buffer
+// (it moved the region to a copy of it, and a freed buffer faults: seen as
+// a SIGSEGV in a program that closed after EIO).
+func TestCloseDoesNotReadLentBuffer(t *testing.T) {
+	a, p := connPair(t, DefaultConfig())
+	oneWay(t, p, a, 1)
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 64<<10+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	require.NoError(t, err)
+	buf := mem[:64<<10]
+	_, err = a.Recv([][]byte{buf}, RecvWait, time.Now())
+	require.Equal(t, ErrWouldBlock, err)
+	a.mu.Lock()
+	lent := a.zw != nil
+	a.mu.Unlock()
+	require.True(t, lent, "the receive offered its buffer by SinkAvail")
+	require.NoError(t, unix.Munmap(mem)) // the program's call returned and it freed the buffer
+	a.Close(time.Now())                  // faults if it reads the buffer
 }
