@@ -837,18 +837,25 @@ static inline void urg_enter(void)
 	} while (atomic_load(&urg_gate) && urg_now_ns() < end);
 }
 
-/* urg_leave sends the signals for marks that came in while the thread was
- * inside; if another thread is sending one, the call returns once it was
- * taken: a mark the call saw has been signalled, as on TCP. */
-static inline void urg_leave(void)
+/* urg_deliver sends the signals for the noted marks; if another thread is
+ * sending one, it returns once that was taken: a mark the caller's call
+ * saw has been signalled when the call returns, as on TCP. */
+static void urg_deliver(void)
 {
-	atomic_fetch_sub(&urg_inside, 1);
-	if (urg_hold)
-		return; /* urg_unhold does it */
 	if (atomic_load(&urg_noted) > 0)
 		urg_flush(1);
 	if (atomic_load(&urg_gate) && !urg_gating)
 		urg_wait_gate(urg_now_ns() + 2 * URG_WAIT_NS);
+}
+
+/* urg_leave ends an engine call: the marks that came in meanwhile are
+ * signalled, unless the thread holds a lock of the shim's (urg_unhold
+ * does it then). */
+static inline void urg_leave(void)
+{
+	atomic_fetch_sub(&urg_inside, 1);
+	if (!urg_hold)
+		urg_deliver();
 }
 
 /* urg_unhold ends a stretch in which the thread held a lock of the shim's
@@ -856,12 +863,8 @@ static inline void urg_leave(void)
  * siglongjmp, runs only once it is released. */
 static void urg_unhold(void)
 {
-	if (--urg_hold > 0)
-		return;
-	if (atomic_load(&urg_noted) > 0)
-		urg_flush(1);
-	if (atomic_load(&urg_gate) && !urg_gating)
-		urg_wait_gate(urg_now_ns() + 2 * URG_WAIT_NS);
+	if (--urg_hold == 0)
+		urg_deliver();
 }
 
 /* The engine's entry points as loaded; eng holds the counting wrappers. */

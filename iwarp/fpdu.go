@@ -157,16 +157,7 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 		}
 		clear(out[o:end])
 	} else {
-		w := fpduWriter{out: out, next: first, spacing: f.spacing}
-		if first == 0 {
-			// Leading marker: the FPDU starts on a marker position.
-			EncodeMarker(out, 0)
-			w.o, w.next = MarkerLen, f.spacing
-		}
-		w.hdr = w.o
-		var lenField [ulpduLenLen]byte
-		binary.BigEndian.PutUint16(lenField[:], uint16(ulen))
-		w.put(lenField[:])
+		w := f.beginFPDU(out, ulen, first, count)
 		for _, p := range parts {
 			w.put(p)
 		}
@@ -191,13 +182,9 @@ func (f *TxFramer) AppendFPDU(dst []byte, parts ...[]byte) []byte {
 	return dst
 }
 
-// appendFolded writes the FPDU content and CRC into out in one pass over
-// the last part where the CPU can (crc_amd64.s): the wire octets are built
-// 64 at a time in vector registers, markers included, stored, and folded
-// into the CRC while still in registers. The first 256 wire octets and the
-// last few hundred go through fpduWriter.
-func (f *TxFramer) appendFolded(out []byte, parts [][]byte, ulen, first, count int) {
-	end := len(out) - crcLen
+// beginFPDU starts an FPDU in out: the leading marker when the FPDU starts
+// on a marker position, then ULPDU_Length; the writer goes on from there.
+func (f *TxFramer) beginFPDU(out []byte, ulen, first, count int) fpduWriter {
 	w := fpduWriter{out: out, next: first, spacing: f.spacing}
 	if count > 0 && first == 0 {
 		EncodeMarker(out, 0)
@@ -207,6 +194,17 @@ func (f *TxFramer) appendFolded(out []byte, parts [][]byte, ulen, first, count i
 	var lenField [ulpduLenLen]byte
 	binary.BigEndian.PutUint16(lenField[:], uint16(ulen))
 	w.put(lenField[:])
+	return w
+}
+
+// appendFolded writes the FPDU content and CRC into out in one pass over
+// the last part where the CPU can (crc_amd64.s): the wire octets are built
+// 64 at a time in vector registers, markers included, stored, and folded
+// into the CRC while still in registers. The first 256 wire octets and the
+// last few hundred go through fpduWriter.
+func (f *TxFramer) appendFolded(out []byte, parts [][]byte, ulen, first, count int) {
+	end := len(out) - crcLen
+	w := f.beginFPDU(out, ulen, first, count)
 	crc, done := uint32(0), 0
 	for i, p := range parts {
 		if i == len(parts)-1 && w.o < 256 {

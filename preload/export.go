@@ -81,6 +81,17 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
+// sendFlags and recvFlags map the ABI's flag bits (abi.h) to sdpcore's.
+var sendFlags = [...]struct {
+	abi  C.int
+	core sdpcore.SendFlags
+}{{C.SDP_SEND_MORE, sdpcore.SendMore}, {C.SDP_SEND_WAIT, sdpcore.SendWait}, {C.SDP_SEND_OOB, sdpcore.SendOOB}}
+
+var recvFlags = [...]struct {
+	abi  C.int
+	core sdpcore.RecvFlags
+}{{C.SDP_RECV_PEEK, sdpcore.RecvPeek}, {C.SDP_RECV_WAIT, sdpcore.RecvWait}, {C.SDP_RECV_FILL, sdpcore.RecvFill}, {C.SDP_RECV_BLOCK, sdpcore.RecvBlock}}
+
 //export sdp_sendv_flags
 func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
@@ -93,14 +104,10 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 		return 0
 	}
 	var f sdpcore.SendFlags
-	if flags&C.SDP_SEND_MORE != 0 {
-		f |= sdpcore.SendMore
-	}
-	if flags&C.SDP_SEND_WAIT != 0 {
-		f |= sdpcore.SendWait
-	}
-	if flags&C.SDP_SEND_OOB != 0 {
-		f |= sdpcore.SendOOB
+	for _, m := range sendFlags {
+		if flags&m.abi != 0 {
+			f |= m.core
+		}
 	}
 	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
 	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
@@ -121,17 +128,10 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 		return C.int64_t(result(int(fd), c, n, err))
 	}
 	var f sdpcore.RecvFlags
-	if flags&C.SDP_RECV_PEEK != 0 {
-		f |= sdpcore.RecvPeek
-	}
-	if flags&C.SDP_RECV_WAIT != 0 {
-		f |= sdpcore.RecvWait
-	}
-	if flags&C.SDP_RECV_FILL != 0 {
-		f |= sdpcore.RecvFill
-	}
-	if flags&C.SDP_RECV_BLOCK != 0 {
-		f |= sdpcore.RecvBlock
+	for _, m := range recvFlags {
+		if flags&m.abi != 0 {
+			f |= m.core
+		}
 	}
 	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
 	return C.int64_t(result(int(fd), c, n, err))

@@ -25,39 +25,13 @@ nets=${PAIR_NETS:-lo veth}
 cases=${PAIR_CASES:-bw:65536,1048576,4194304 lat:65536,1048576}
 runs=${PAIR_RUNS:-10}
 tmp=$(mktemp -d)
-NS_A=sdppair-a-$$ NS_B=sdppair-b-$$ VETH_A=sdpp$$a VETH_B=sdpp$$b
-ADDR_A=10.232.$(($$ % 200)).1 ADDR_B=10.232.$(($$ % 200)).2
-ns_up=0
+veth_names sdppair 232
 cleanup() {
-	if ((ns_up)); then
-		ip netns del "$NS_A" 2>/dev/null || true
-		ip netns del "$NS_B" 2>/dev/null || true
-	fi
+	veth_down
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 gcc -O2 -std=c11 -Wall -Wextra -Werror -o "$tmp/sdpbench" "$here/bench/sdpbench.c"
-
-veth_up() {
-	ip netns add "$NS_A"
-	ip netns add "$NS_B"
-	ns_up=1
-	ip link add "$VETH_A" type veth peer name "$VETH_B"
-	ip link set "$VETH_A" netns "$NS_A"
-	ip link set "$VETH_B" netns "$NS_B"
-	ip -n "$NS_A" addr add "$ADDR_A/24" dev "$VETH_A"
-	ip -n "$NS_B" addr add "$ADDR_B/24" dev "$VETH_B"
-	ip -n "$NS_A" link set lo up
-	ip -n "$NS_B" link set lo up
-	ip -n "$NS_A" link set "$VETH_A" up
-	ip -n "$NS_B" link set "$VETH_B" up
-	for _ in $(seq 1 50); do
-		ip -n "$NS_B" link show "$VETH_B" | grep -q LOWER_UP &&
-			ip -n "$NS_A" link show "$VETH_A" | grep -q LOWER_UP && return 0
-		sleep 0.1
-	done
-	die "veth link between $NS_A and $NS_B does not come up"
-}
 
 # one NET CFG TEST SIZES: runs one server and one client; the client's lines go to stdout.
 one() {

@@ -101,60 +101,16 @@ CFG[spacing-none]="SDP_MARKERS=0"
 
 # ---- where the two ends run ----
 
-NS_A=sdpbench-a-$$
-NS_B=sdpbench-b-$$
-VETH_A=sdpb$$a
-VETH_B=sdpb$$b
-ADDR_A=10.231.$(($$ % 200)).1
-ADDR_B=10.231.$(($$ % 200)).2
-ns_up=0
+veth_names sdpbench 231
 server_pid=
 
 cleanup() {
 	if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
 		kill -KILL "$server_pid" 2>/dev/null || true
 	fi
-	if ((ns_up)); then
-		ip netns del "$NS_A" 2>/dev/null || true
-		ip netns del "$NS_B" 2>/dev/null || true
-	fi
+	veth_down
 }
 trap cleanup EXIT
-
-veth_up() {
-	((ns_up)) && return 0
-	ip netns add "$NS_A"
-	ip netns add "$NS_B"
-	ns_up=1
-	ip link add "$VETH_A" type veth peer name "$VETH_B"
-	ip link set "$VETH_A" netns "$NS_A"
-	ip link set "$VETH_B" netns "$NS_B"
-	ip -n "$NS_A" addr add "$ADDR_A/24" dev "$VETH_A"
-	ip -n "$NS_B" addr add "$ADDR_B/24" dev "$VETH_B"
-	for ns in "$NS_A" "$NS_B"; do
-		ip -n "$ns" link set lo up
-	done
-	ip -n "$NS_A" link set "$VETH_A" up
-	ip -n "$NS_B" link set "$VETH_B" up
-	# wait (bounded) until both ends of the link are up
-	local i
-	for i in $(seq 1 50); do
-		if ip -n "$NS_A" link show "$VETH_A" | grep -q LOWER_UP &&
-			ip -n "$NS_B" link show "$VETH_B" | grep -q LOWER_UP; then
-			return 0
-		fi
-		sleep 0.1
-	done
-	die "veth link between $NS_A and $NS_B does not come up"
-}
-
-veth_down() {
-	if ((ns_up)); then
-		ip netns del "$NS_A" 2>/dev/null || true
-		ip netns del "$NS_B" 2>/dev/null || true
-		ns_up=0
-	fi
-}
 
 # net_setup NET sets SRV_ADDR, the prefixes that run a command at each end, and a port.
 net_setup() {

@@ -162,3 +162,47 @@ stat_num() {
 sha() {
 	sha256sum "$1" | cut -d' ' -f1
 }
+
+# ---- two network namespaces joined by a veth pair ----------------------------------------
+
+# veth_names TAG NET names the pair this process may create: namespaces TAG-a-PID and
+# TAG-b-PID, addresses ADDR_A and ADDR_B in 10.NET.x.0/24 (NS_A, NS_B, VETH_A, VETH_B).
+veth_names() {
+	local tag=$1 net=$2 short=${1:0:4}
+	NS_A=$tag-a-$$ NS_B=$tag-b-$$ VETH_A=$short$$a VETH_B=$short$$b
+	ADDR_A=10.$net.$(($$ % 200)).1 ADDR_B=10.$net.$(($$ % 200)).2
+	VETH_UP=0
+}
+
+# veth_up creates the pair named by veth_names (once) and waits, bounded, until both ends of
+# the link are up.
+veth_up() {
+	((VETH_UP)) && return 0
+	ip netns add "$NS_A"
+	ip netns add "$NS_B"
+	VETH_UP=1
+	ip link add "$VETH_A" type veth peer name "$VETH_B"
+	ip link set "$VETH_A" netns "$NS_A"
+	ip link set "$VETH_B" netns "$NS_B"
+	ip -n "$NS_A" addr add "$ADDR_A/24" dev "$VETH_A"
+	ip -n "$NS_B" addr add "$ADDR_B/24" dev "$VETH_B"
+	ip -n "$NS_A" link set lo up
+	ip -n "$NS_B" link set lo up
+	ip -n "$NS_A" link set "$VETH_A" up
+	ip -n "$NS_B" link set "$VETH_B" up
+	local i
+	for i in $(seq 1 50); do
+		ip -n "$NS_A" link show "$VETH_A" | grep -q LOWER_UP &&
+			ip -n "$NS_B" link show "$VETH_B" | grep -q LOWER_UP && return 0
+		sleep 0.1
+	done
+	die "veth link between $NS_A and $NS_B does not come up"
+}
+
+# veth_down removes the pair if this process created it (the veth goes with its namespaces).
+veth_down() {
+	((${VETH_UP:-0})) || return 0
+	ip netns del "$NS_A" 2>/dev/null || true
+	ip netns del "$NS_B" 2>/dev/null || true
+	VETH_UP=0
+}

@@ -144,13 +144,7 @@ func recvCount(tb testing.TB, c *Conn, buf []byte, n int, until time.Time) error
 // recv(2)).
 func recvCountFlags(tb testing.TB, c *Conn, buf []byte, n int, flags RecvFlags, until time.Time) error {
 	for got := 0; got < n; {
-		k, err := c.Recv([][]byte{buf[:min(len(buf), n-got)]}, flags, time.Now())
-		if err == ErrWouldBlock {
-			if err := wait(tb, c, EvIn, until); err != nil {
-				return err
-			}
-			continue
-		}
+		k, err := recvWait(tb, c, buf[:min(len(buf), n-got)], flags, until)
 		if err != nil {
 			return err
 		}

@@ -134,7 +134,6 @@ type Conn struct {
 	efd         int    // eventfd for waiting threads, -1 until one asks (Waiter)
 	sleepers    int    // threads asleep on efd that said so (Sleep, Woke)
 	uncounted   bool   // some thread waits on efd without saying so: always ring it
-	aboutToWait bool   // progress runs for a caller that waits for the socket next
 	changes     uint64 // counts events that may make a waiter ready
 	edges       uint32 // counts arrivals the application may see (edge-triggered epoll)
 	wasWritable bool
@@ -361,7 +360,13 @@ func (c *Conn) credits() int {
 // progress moves the connection as far as it can without blocking: it
 // writes queued bytes, reads and handles what has arrived, and drives the
 // MPA/Hello exchange.
-func (c *Conn) progress(now time.Time) {
+func (c *Conn) progress(now time.Time) { c.progressFor(now, false) }
+
+// progressFor is progress for a caller that says whether it waits for the
+// socket to be readable (level-triggered) next when nothing is ready
+// (waitNext): then a read that would only find the socket empty again
+// (the last one emptied it) is skipped.
+func (c *Conn) progressFor(now time.Time, waitNext bool) {
 	if c.st == stFailed || c.fb != nil {
 		return
 	}
@@ -404,7 +409,7 @@ func (c *Conn) progress(now time.Time) {
 		// After a read that emptied the socket the next one would only say
 		// EAGAIN; a caller about to wait for the socket (PollWait) need
 		// not even make the first.
-		if c.qp.Drained() && (reads > 0 || c.aboutToWait) {
+		if c.qp.Drained() && (reads > 0 || waitNext) {
 			c.qp.Rest()
 			break
 		}

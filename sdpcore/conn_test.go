@@ -96,6 +96,22 @@ func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
 	}
 }
 
+// recvWait repeats a receive into b with flags until it does not say
+// ErrWouldBlock, waiting (bounded) in between, as the shim does for one
+// blocking call: a waiting receive (RecvWait) must be repeated with the
+// same buffer, which zero copy may be filling.
+func recvWait(tb testing.TB, c *Conn, b []byte, flags RecvFlags, until time.Time) (int, error) {
+	for {
+		n, err := c.Recv([][]byte{b}, flags, time.Now())
+		if err != ErrWouldBlock {
+			return n, err
+		}
+		if err := wait(tb, c, EvIn, until); err != nil {
+			return 0, err
+		}
+	}
+}
+
 func sendAll(t *testing.T, c *Conn, data []byte, rng *rand.Rand, until time.Time) error {
 	for len(data) > 0 {
 		n := 1 + rng.Intn(256<<10)
@@ -129,13 +145,7 @@ func recvAll(t *testing.T, c *Conn, want int, rng *rand.Rand, until time.Time) (
 		if rng.Intn(2) == 0 {
 			flags = RecvWait // a blocking receive: zero copy may read into it
 		}
-		k, err := c.Recv([][]byte{buf[:n]}, flags, time.Now())
-		if err == ErrWouldBlock {
-			if err := wait(t, c, EvIn, until); err != nil {
-				return got, err
-			}
-			continue
-		}
+		k, err := recvWait(t, c, buf[:n], flags, until)
 		if err != nil {
 			return got, err
 		}

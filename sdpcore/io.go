@@ -398,9 +398,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rqBytes == 0 {
-		c.aboutToWait = flags&(RecvBlock|RecvPeek) == RecvBlock
-		c.progress(now)
-		c.aboutToWait = false
+		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock)
 	}
 	if c.fb != nil {
 		return 0, c.fb
@@ -540,11 +538,11 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pollLocked(want, now)
+	return c.pollLocked(want, now, false)
 }
 
-func (c *Conn) pollLocked(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	c.progress(now)
+func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
+	c.progressFor(now, waitNext)
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}

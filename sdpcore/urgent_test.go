@@ -14,15 +14,9 @@ import (
 func recvSome(t *testing.T, c *Conn, n int, until time.Time) string {
 	t.Helper()
 	b := make([]byte, n)
-	for {
-		k, err := c.Recv([][]byte{b}, 0, time.Now())
-		if err == ErrWouldBlock {
-			require.NoError(t, wait(t, c, EvIn, until))
-			continue
-		}
-		require.NoError(t, err)
-		return string(b[:k])
-	}
+	k, err := recvWait(t, c, b, 0, until)
+	require.NoError(t, err)
+	return string(b[:k])
 }
 
 func sendStr(t *testing.T, c *Conn, s string, flags SendFlags) {
@@ -329,7 +323,7 @@ func TestUrgentIntoSink(t *testing.T) {
 		offerSink(t, a, p, buf, until)
 		sendStr(t, p, "abc", SendOOB)
 		sendStr(t, p, "de", 0)
-		n, err := recvSame(t, a, buf, until)
+		n, err := recvWait(t, a, buf, RecvWait, until)
 		require.NoError(t, err)
 		require.Equal(t, "ab", string(buf[:n]), "the receive stops at the mark")
 		peekOOB(t, a, 'c', until)

@@ -72,9 +72,7 @@ func (c *Conn) PollWait(want Events, now time.Time, woke, block bool) (ready, wa
 	// Back from a wait, the socket may hold data; a poll() of several
 	// descriptors may return for another one, so only a blocking caller
 	// skips the read.
-	c.aboutToWait = block && !woke && want&EvIn != 0
-	ready, wait, deadline, edges, err = c.pollLocked(want, now)
-	c.aboutToWait = false
+	ready, wait, deadline, edges, err = c.pollLocked(want, now, block && !woke && want&EvIn != 0)
 	efd = -1
 	if err == nil && ready&want == 0 {
 		if efd = c.waiterLocked(); efd >= 0 {

@@ -82,20 +82,11 @@ func TestBlockingRecvSkipsEmptyRead(t *testing.T) {
 	const rounds = 200
 	until := time.Now().Add(20 * time.Second)
 	recv1 := func(c *Conn, flags RecvFlags) error {
-		buf := make([]byte, 1)
-		for {
-			n, err := c.Recv([][]byte{buf}, flags, time.Now())
-			if err == ErrWouldBlock {
-				if err := wait(t, c, EvIn, until); err != nil {
-					return err
-				}
-				continue
-			}
-			if err == nil && n != 1 {
-				return fmt.Errorf("read %d bytes", n)
-			}
-			return err
+		n, err := recvWait(t, c, make([]byte, 1), flags, until)
+		if err == nil && n != 1 {
+			return fmt.Errorf("read %d bytes", n)
 		}
+		return err
 	}
 	echo := make(chan error, 1)
 	go func() {

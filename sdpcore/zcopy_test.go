@@ -19,13 +19,7 @@ func recvN(t *testing.T, c *Conn, n, chunk int, flags RecvFlags, until time.Time
 	got := make([]byte, 0, n)
 	buf := make([]byte, chunk)
 	for len(got) < n {
-		k, err := c.Recv([][]byte{buf[:min(chunk, n-len(got))]}, flags, time.Now())
-		if err == ErrWouldBlock {
-			if err := wait(t, c, EvIn, until); err != nil {
-				return got, err
-			}
-			continue
-		}
+		k, err := recvWait(t, c, buf[:min(chunk, n-len(got))], flags, until)
 		if err != nil {
 			return got, err
 		}

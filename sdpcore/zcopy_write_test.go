@@ -25,20 +25,6 @@ func offerSink(t *testing.T, sink, src *Conn, buf []byte, until time.Time) {
 	driveUntil(t, src, func() bool { return src.zws != nil }, until, "the source never took the SinkAvail")
 }
 
-// recvSame repeats a waiting receive into buf, as the shim does for one
-// call, until it returns.
-func recvSame(t *testing.T, c *Conn, buf []byte, until time.Time) (int, error) {
-	for {
-		n, err := c.Recv([][]byte{buf}, RecvWait, time.Now())
-		if err != ErrWouldBlock {
-			return n, err
-		}
-		if err := wait(t, c, EvIn, until); err != nil {
-			return 0, err
-		}
-	}
-}
-
 func randBytes(n int, seed int64) []byte {
 	b := make([]byte, n)
 	rand.New(rand.NewSource(seed)).Read(b)
@@ -62,7 +48,7 @@ func TestWriteZCopy(t *testing.T) {
 				n, err := p.SendFlags([][]byte{data}, SendWait, time.Now())
 				require.NoError(t, err)
 				require.Equal(t, total, n)
-				n, err = recvSame(t, a, buf, until)
+				n, err = recvWait(t, a, buf, RecvWait, until)
 				require.NoError(t, err)
 				require.Equal(t, total, n)
 				require.Equal(t, -1, firstDiff(data, buf), "round %d", round)
@@ -134,7 +120,7 @@ func TestWriteZCopyCrossing(t *testing.T) {
 			n, err := p.Send([][]byte{small}, time.Now()) // does not read: the SinkAvail is still unseen
 			require.NoError(t, err)
 			require.Equal(t, len(small), n)
-			n, err = recvSame(t, a, buf, until)
+			n, err = recvWait(t, a, buf, RecvWait, until)
 			require.NoError(t, err)
 			require.Equal(t, small, buf[:n])
 			require.EqualValues(t, 1, a.Stats().ZCopyCancels)
@@ -158,7 +144,7 @@ func TestWriteZCopyCrossing(t *testing.T) {
 			n, err = p.SendFlags([][]byte{data}, SendWait, time.Now())
 			require.NoError(t, err)
 			require.Equal(t, big, n)
-			n, err = recvSame(t, a, buf2, until)
+			n, err = recvWait(t, a, buf2, RecvWait, until)
 			require.NoError(t, err)
 			require.Equal(t, big, n)
 			require.Equal(t, -1, firstDiff(data, buf2))
@@ -181,7 +167,7 @@ func TestWriteZCopyCrossing(t *testing.T) {
 			a.mu.Unlock()
 			got := 0
 			for got < big {
-				n, err := recvSame(t, a, buf[got:], until)
+				n, err := recvWait(t, a, buf[got:], RecvWait, until)
 				require.NoError(t, err)
 				got += n
 			}

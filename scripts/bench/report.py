@@ -281,6 +281,11 @@ def pick(rows, **want):
     return [r for r in rows if all(str(r.get(k)) == str(v) for k, v in want.items())]
 
 
+def configs(rows):
+    """The configurations of rows, in the order they first appear."""
+    return list(dict.fromkeys(r["config"] for r in rows))
+
+
 def val(rows, key="median", **want):
     r = pick(rows, **want)
     return f(r[0][key]) if r else math.nan
@@ -331,10 +336,7 @@ def plots(out, rows, tp):
             return
         fig, axes = plt.subplots(1, len(present), figsize=(6.5 * len(present), 4.5), squeeze=False)
         for ax, net in zip(axes[0], present):
-            cfgs = []
-            for r in pick(rows, section=section, net=net):
-                if r["config"] not in cfgs:
-                    cfgs.append(r["config"])
+            cfgs = configs(pick(rows, section=section, net=net))
             for c in cfgs:
                 pts = sorted((int(r["size"]), f(r[key])) for r in pick(rows, section=section, net=net, config=c))
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
@@ -366,10 +368,7 @@ def plots(out, rows, tp):
         fig, axes = plt.subplots(nrows, cols, figsize=(4.8 * cols, 3.8 * nrows), squeeze=False)
         for i, (net, size) in enumerate(panels):
             ax = axes[i // cols][i % cols]
-            cfgs = []
-            for r in pick(rows, section=section, net=net):
-                if r["config"] not in cfgs:
-                    cfgs.append(r["config"])
+            cfgs = configs(pick(rows, section=section, net=net))
             for c in cfgs:
                 pts = sorted((int(r["compute_us"]), f(r[key]))
                              for r in pick(rows, section=section, net=net, config=c, size=size))
@@ -407,10 +406,7 @@ def plots(out, rows, tp):
 
     cpu = pick(rows, section="cpu")
     if cpu:
-        cfgs = []
-        for r in cpu:
-            if r["config"] not in cfgs:
-                cfgs.append(r["config"])
+        cfgs = configs(cpu)
         sizes = sorted({int(r["size"]) for r in cpu})
         fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
         w = 0.8 / len(sizes)
@@ -524,10 +520,7 @@ def summary(out, rows, tp, pre, enc, made):
             if not rs:
                 continue
             sizes = [s for s in key_sizes if pick(rs, size=s)]
-            cfgs = []
-            for r in rs:
-                if r["config"] not in cfgs:
-                    cfgs.append(r["config"])
+            cfgs = configs(rs)
             w(f"{title}, {'127.0.0.1' if net == 'lo' else 'veth'}; in brackets: ratio to TCP")
             w("")
             w("| config | " + " | ".join(human(s) for s in sizes) + " | modes reported | check |")
@@ -600,10 +593,7 @@ def summary(out, rows, tp, pre, enc, made):
             return [(int(r["compute_us"]), f(r["median"]) - int(r["compute_us"])) for r in pick(pr, net=net, config=c)]
 
         for net in nets:
-            cfgs = []
-            for r in pick(pr, net=net):
-                if r["config"] not in cfgs:
-                    cfgs.append(r["config"])
+            cfgs = configs(pick(pr, net=net))
             for c in cfgs:
                 pts = dict(left(net, c))
                 r0 = pick(pr, net=net, config=c)[0]
@@ -671,10 +661,7 @@ def summary(out, rows, tp, pre, enc, made):
         sizes = sorted({int(r["size"]) for r in rs})
         w("| config | " + " | ".join(human(s) for s in sizes) + " | modes reported | check |")
         w("|---|" + "---|" * len(sizes) + "---|---|")
-        cfgs = []
-        for r in rs:
-            if r["config"] not in cfgs:
-                cfgs.append(r["config"])
+        cfgs = configs(rs)
         for c in cfgs:
             r0 = pick(rs, config=c)[0]
             w(f"| {c} | " + " | ".join(fmt(val(rs, config=c, size=s)) for s in sizes) + f" | {r0['reported'] or '–'} | {r0['mode_check']} |")
@@ -722,10 +709,7 @@ def summary(out, rows, tp, pre, enc, made):
         sizes = sorted({int(r["size"]) for r in cp})
         w("| config | " + " | ".join(f"{human(s)}: copies tx/rx, CPU s/GB" for s in sizes) + " | cache misses/byte |")
         w("|---|" + "---|" * len(sizes) + "---|")
-        cfgs = []
-        for r in cp:
-            if r["config"] not in cfgs:
-                cfgs.append(r["config"])
+        cfgs = configs(cp)
         for c in cfgs:
             cells = []
             cms = []
@@ -879,10 +863,7 @@ def readme(out, rows, tp, pre, made):
             rs = pick(rows, section=sec, net=net)
             if not rs:
                 continue
-            cfgs = []
-            for r in rs:
-                if r["config"] not in cfgs:
-                    cfgs.append(r["config"])
+            cfgs = configs(rs)
             w(f"{title} ({'127.0.0.1' if net == 'lo' else 'veth between two namespaces'}; median of 10 runs; "
               f"in brackets the ratio to TCP):")
             w("")
@@ -935,10 +916,7 @@ def readme(out, rows, tp, pre, made):
         w("")
         w("| configuration | " + " | ".join(human(s) for s in ss) + " |")
         w("|---|" + "---|" * len(ss))
-        cfgs = []
-        for r in cp:
-            if r["config"] not in cfgs:
-                cfgs.append(r["config"])
+        cfgs = configs(cp)
         for c in cfgs:
             cells = []
             for s in ss:
