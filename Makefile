@@ -21,8 +21,9 @@ SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
-$(BUILD)/libsdp.so: shim.c shim.map preload/abi.h | $(BUILD)
-	$(CC) $(SHIM_CFLAGS) -shared -Wl,--version-script=shim.map -o $@ shim.c -ldl -lpthread
+SHIM_SRC := shim.c $(wildcard shim/*.c)
+$(BUILD)/libsdp.so: $(SHIM_SRC) $(wildcard shim/*.h) shim.map preload/abi.h | $(BUILD)
+	$(CC) $(SHIM_CFLAGS) -I. -shared -Wl,--version-script=shim.map -o $@ $(SHIM_SRC) -ldl -lpthread
 
 # asyncpreemptoff=1: Go's threads would otherwise unblock SIGURG (its preemption signal) and
 # swallow the application's own SIGURG: PostgreSQL wakes its backends with SIGURG read from a

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "preload/abi.h"
+#include "shim/trust.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -270,6 +271,9 @@ static void read_config(void)
 	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 4, 1024);
 	cfg.stats = env_bool("SDP_STATS", 0);
 	cfg.fpdu_align = env_bool("SDP_FPDU_ALIGN", 1);
+	char err[200];
+	if (trust_init(getenv("SDP_TRUST_REMOTE"), err, sizeof err) < 0)
+		logmsg(0, "%s", err);
 	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
 		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
 		return;
@@ -420,7 +424,7 @@ static const char *reason_name(int r)
 	static const char *names[] = {
 		"none", "timeout", "foreign", "version", "refused", "rule",
 		"plain-peer", "after-fork", "engine-unavailable", "cached", "sdp-port-busy",
-		"resource-limit",
+		"resource-limit", "untrusted-sdp-port", "untrusted-remote",
 	};
 	return (r >= 0 && r < SDP_REASON_MAX) ? names[r] : "unknown";
 }
@@ -2056,7 +2060,7 @@ EXPORT int listen(int fd, int backlog)
 		return r;
 	int k = atomic_load(&e->kind);
 	if (k == K_LISTEN) {
-		real.listen(e->hidden, backlog);
+		real.listen(e->hidden, twin_backlog(backlog));
 		return r;
 	}
 	if (k != K_CAND)
@@ -2089,7 +2093,7 @@ EXPORT int listen(int fd, int backlog)
 			setsockopt(h, IPPROTO_IPV6, IPV6_V6ONLY, &v, l);
 	}
 	sa_set_port((struct sockaddr *)&a, sdp_port(port));
-	if (real.bind(h, (struct sockaddr *)&a, al) < 0 || real.listen(h, backlog) < 0) {
+	if (real.bind(h, (struct sockaddr *)&a, al) < 0 || real.listen(h, twin_backlog(backlog)) < 0) {
 		logmsg(1, "fd %d: cannot listen on SDP port %d for port %d (%s); this listener serves TCP only",
 		       fd, sdp_port(port), port, strerror(errno));
 		real.close(h);
@@ -2225,6 +2229,30 @@ static int over_conn_cap(void)
 	return n >= c;
 }
 
+/* trusted says whether fd may connect to addr's SDP port (shim/trust.c):
+ * SDP_REASON_NONE, or the reason it goes to the application's port over TCP
+ * instead, logged once per connection. */
+static int trusted(int fd, const struct sockaddr *addr, int app_port)
+{
+	char detail[160];
+	switch (trust_check(addr, app_port, sdp_port(app_port), detail, sizeof detail)) {
+	case TRUST_SDP:
+		return SDP_REASON_NONE;
+	case TRUST_NO_LISTENER:
+		logmsg(3, "fd %d: TCP to port %d: %s", fd, app_port, detail);
+		return SDP_REASON_REFUSED;
+	case TRUST_NOT_TWIN:
+		logmsg(2, "fd %d: TCP to port %d: %s", fd, app_port, detail);
+		return SDP_REASON_FOREIGN;
+	case TRUST_REMOTE:
+		logmsg(2, "fd %d: TCP to port %d: %s", fd, app_port, detail);
+		return SDP_REASON_REMOTE;
+	default:
+		logmsg(1, "fd %d: TCP to port %d, not SDP: %s", fd, app_port, detail);
+		return SDP_REASON_UNTRUSTED;
+	}
+}
+
 EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	need_real();
@@ -2266,6 +2294,17 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (mode == MODE_BOTH && over_conn_cap()) {
 		mark_tcp(fd, e, SDP_REASON_LIMIT);
+		return real.connect(fd, addr, len);
+	}
+	int why = trusted(fd, addr, e->app_port);
+	if (why != SDP_REASON_NONE) {
+		if (e->sdp_only) {
+			atomic_store(&e->kind, K_TCP);
+			e->reason = why;
+			errno = ECONNREFUSED;
+			return -1;
+		}
+		mark_tcp(fd, e, why);
 		return real.connect(fd, addr, len);
 	}
 	struct sockaddr_storage m;

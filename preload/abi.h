@@ -28,6 +28,8 @@ enum sdp_reason {
 	SDP_REASON_CACHED = 9,     /* an earlier attempt to this peer fell back */
 	SDP_REASON_SDP_PORT = 10,  /* the mapped port could not be bound */
 	SDP_REASON_LIMIT = 11,     /* SDP_MAX_CONNECTIONS reached */
+	SDP_REASON_UNTRUSTED = 12, /* the mapped port is not the application port owner's */
+	SDP_REASON_REMOTE = 13,    /* another host that SDP_TRUST_REMOTE does not name */
 	SDP_REASON_MAX
 };
 

@@ -175,9 +175,11 @@ veth_names() {
 }
 
 # veth_up creates the pair named by veth_names (once) and waits, bounded, until both ends of
-# the link are up.
+# the link are up. The two namespaces are two hosts to libsdp, each the operator's own: it
+# vouches for them in SDP_TRUST_REMOTE (SECURITY.md), or the programs would use TCP.
 veth_up() {
 	((VETH_UP)) && return 0
+	export SDP_TRUST_REMOTE="$ADDR_A,$ADDR_B"
 	ip netns add "$NS_A"
 	ip netns add "$NS_B"
 	VETH_UP=1

@@ -246,6 +246,13 @@ func procEnv(shim, logFile string) []string {
 // SDP port too when preloaded).
 func startServer(ctx context.Context, t *testing.T, shim, dir, logDir string, port int) *proc {
 	t.Helper()
+	return startServerOn(ctx, t, shim, dir, logDir, port, true)
+}
+
+// startServerOn is startServer; withSDP false waits for the application port only (the SDP
+// port is someone else's).
+func startServerOn(ctx context.Context, t *testing.T, shim, dir, logDir string, port int, withSDP bool) *proc {
+	t.Helper()
 	// env --default-signal=INT: a SIGINT ignored by whoever started the tests must not be
 	// inherited, or python would never see the interrupt that makes it exit cleanly.
 	cmd := exec.CommandContext(ctx, "env", "--default-signal=INT", python, "-m", "http.server",
@@ -266,7 +273,7 @@ func startServer(ctx context.Context, t *testing.T, shim, dir, logDir string, po
 	}()
 	t.Cleanup(p.stop)
 	ports := []int{port}
-	if shim != "" {
+	if shim != "" && withSDP {
 		ports = append(ports, sdpPort(port))
 	}
 	p.waitListening(ctx, t, ports...)

@@ -24,10 +24,14 @@ func asanShim(t *testing.T) string {
 	require.NoError(t, err)
 	out := filepath.Join(root, "build", "libsdp-asan.so")
 	tmp := out + ".tmp"
-	cmd := exec.Command("gcc", "-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC",
+	rooms, err := filepath.Glob(filepath.Join(root, "shim", "*.c"))
+	require.NoError(t, err)
+	args := []string{"-O1", "-g", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fPIC",
 		"-fvisibility=hidden", "-D_GNU_SOURCE", "-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-		"-fno-sanitize-recover=undefined", "-shared", "-Wl,--version-script="+filepath.Join(root, "shim.map"),
-		"-o", tmp, filepath.Join(root, "shim.c"), "-ldl", "-lpthread")
+		"-fno-sanitize-recover=undefined", "-shared", "-Wl,--version-script=" + filepath.Join(root, "shim.map"),
+		"-I", root, "-o", tmp, filepath.Join(root, "shim.c")}
+	args = append(append(args, rooms...), "-ldl", "-lpthread")
+	cmd := exec.Command("gcc", args...)
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "building the sanitized shim: %s", b)
 	require.NoError(t, os.Rename(tmp, out))

@@ -5,11 +5,15 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // The relay sits between a preloaded client and a preloaded server's SDP port. It forwards the
@@ -61,11 +65,37 @@ func newRelay(t *testing.T, target string, kind damage, from, to int64, seed uin
 	t.Helper()
 	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	require.NoError(t, err)
+	markTwin(t, ln, relprogBacklog)
 	r := &relay{t: t, ln: ln, target: target, kind: kind, from: from, to: to, rng: rand.New(rand.NewPCG(seed, 1))}
 	r.wg.Add(1)
 	go r.serve()
 	t.Cleanup(r.close)
 	return r
+}
+
+// relprogBacklog is the backlog relprog's listener asks for (relprog.c).
+const relprogBacklog = 4096
+
+// markTwin gives ln the backlog of the SDP listener that libsdp opens beside a listener with
+// appBacklog (shim/trust.c: one less than the kernel's effective value), so that a preloaded
+// client whose SDP port is ln takes it for that listener's twin: ln stands in the middle of an
+// SDP connection of the test's own user.
+func markTwin(t *testing.T, ln *net.TCPListener, appBacklog int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/core/somaxconn")
+	require.NoError(t, err)
+	maxBacklog, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	eff := min(appBacklog, maxBacklog)
+	twin := eff - 1
+	if eff == 0 {
+		twin = 1
+	}
+	rc, err := ln.SyscallConn()
+	require.NoError(t, err)
+	var lerr error
+	require.NoError(t, rc.Control(func(fd uintptr) { lerr = unix.Listen(int(fd), twin) }))
+	require.NoError(t, lerr)
 }
 
 func (r *relay) port() int { return r.ln.Addr().(*net.TCPAddr).Port }

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# bench-connect.sh: what a connection's set-up costs, plain TCP and under libsdp, in one run on
+# 127.0.0.1:
+#   - connection rate: one client process makes N connections in a row to one server process
+#     (connect, 1 byte each way, close; both Python), per connection: median and mean;
+#   - time to first byte of a fresh curl process against python3 -m http.server (median of R).
+# BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build of the shim (with
+# build/libsdp-engine.so), e.g. the one before a change.
+#
+#   bash scripts/bench-connect.sh [N=2000] [R=20]
+set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+trap stop_all EXIT
+require_build
+require_cmd curl
+n=${1:-2000} r=${2:-20}
+tmp=$(mktemp -d /tmp/libsdp-connect.XXXXXX)
+trap 'stop_all; rm -rf "$tmp"' EXIT
+echo "index" >"$tmp/index.html"
+
+cat >"$tmp/server.py" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(128)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    if c.recv(1):
+        c.sendall(b"y")
+    c.close()
+EOF
+cat >"$tmp/client.py" <<'EOF'
+import socket, sys, time, statistics
+port, n = int(sys.argv[1]), int(sys.argv[2])
+ts = []
+for _ in range(n):
+    t = time.perf_counter()
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"x")
+    assert c.recv(1) == b"y"
+    c.close()
+    ts.append(time.perf_counter() - t)
+ts = ts[n // 10:]  # the first tenth warms up
+print("median_us=%.1f mean_us=%.1f conns_per_s=%.0f" % (statistics.median(ts) * 1e6, statistics.mean(ts) * 1e6, len(ts) / sum(ts)))
+EOF
+
+# wait_ready FILE: until the server said ready (bounded).
+wait_ready() {
+	local i
+	for i in $(seq 1 100); do
+		grep -q ready "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	die "server did not start: $(cat "$1")"
+}
+
+# row NAME SHIM: SHIM "" is plain TCP.
+row() {
+	local name=$1 so=$2 pre=() port
+	[[ -n $so ]] && pre=(LD_PRELOAD="$so" SDP_ENGINE="$LIBSDP_ENGINE")
+	port=$(free_port)
+	start_bg "$tmp/srv.out" "${pre[@]}" "$PYTHON" -u "$tmp/server.py" "$port"
+	local srv=$BG_PID
+	wait_ready "$tmp/srv.out"
+	local rate
+	rate=$(env -u LD_PRELOAD "${pre[@]}" "$PYTHON" "$tmp/client.py" "$port" "$n")
+	stop_proc "$srv"
+	port=$(free_port)
+	start_bg "$tmp/http.out" "${pre[@]}" "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp" "$port"
+	local http=$BG_PID i ttfb=()
+	for i in $(seq 1 50); do
+		curl -s -o /dev/null --noproxy '*' "http://127.0.0.1:$port/index.html" && break
+		sleep 0.1
+	done
+	for i in $(seq 1 "$r"); do
+		ttfb+=("$(env -u LD_PRELOAD "${pre[@]}" curl -s -o /dev/null --noproxy '*' -w '%{time_starttransfer}' \
+			"http://127.0.0.1:$port/index.html")")
+	done
+	stop_proc "$http"
+	local med
+	med=$(printf '%s\n' "${ttfb[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]*1e6}')
+	printf '%-10s %s curl_ttfb_median_us=%s\n' "$name" "$rate" "$med"
+}
+
+info "$n connections per row (the first tenth not counted), $r curl processes; 127.0.0.1"
+row tcp ""
+row libsdp "$LIBSDP_SO"
+[[ -n ${BASE_SHIM:-} ]] && row base "$BASE_SHIM"
+exit 0

@@ -1,0 +1,37 @@
+/* Who may answer a connection (SECURITY.md): before a preloaded client
+ * connects to the SDP port S(P) of a destination's port P, it asks whether
+ * the listener there is the SDP twin of P's own listener. On this host the
+ * kernel answers (sock_diag); another host is trusted only where the
+ * operator said so (SDP_TRUST_REMOTE). Nothing here calls an interposed
+ * function. */
+#ifndef LIBSDP_SHIM_TRUST_H
+#define LIBSDP_SHIM_TRUST_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+enum sdp_trust {
+	TRUST_SDP,          /* S(P) is the twin of P's listener: connect over SDP */
+	TRUST_NO_LISTENER,  /* nothing listens on S(P) (or on P) on this host */
+	TRUST_OTHER_OWNER,  /* S(P) belongs to another user than P */
+	TRUST_NOT_TWIN,     /* S(P) is P's owner's, but not P's SDP listener */
+	TRUST_REMOTE,       /* another host, not in SDP_TRUST_REMOTE */
+	TRUST_UNKNOWN,      /* the kernel could not be asked */
+};
+
+/* trust_init parses SDP_TRUST_REMOTE's value: unset or empty trusts no
+ * other host, "*" every one, else a comma-separated list of address[/bits].
+ * It returns 0, or -1 after writing why into err (the list is then empty). */
+int trust_init(const char *spec, char *err, size_t errlen);
+
+/* trust_check says whether a connection to dst (any port) may go to the SDP
+ * port sdp_port for the application port app_port. detail gets one line
+ * for the log when the answer is not TRUST_SDP. */
+int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n);
+
+/* twin_backlog is the backlog an SDP twin listener uses beside a listener
+ * that asked for backlog: it differs from the kernel's effective value for
+ * the application's listener in the way trust_check looks for. */
+int twin_backlog(int backlog);
+
+#endif
