@@ -332,9 +332,14 @@ struct fdent {
 	_Atomic uint32_t wfull;  /* non-blocking sends that found the transport full */
 	_Atomic int nb;          /* O_NONBLOCK as set or seen through it; -1: ask the kernel */
 	_Atomic unsigned nb_forks; /* forks when nb was learnt: after a fork another process shares it */
+	unsigned born_forks;     /* forks when the entry was made: one since means a child shares it */
+	int at_eof;              /* accepted on the SDP port already closed by the peer: plain, at EOF */
+	int patient;             /* its SDP port is proved P's owner's: no SDP_CONNECT_TIMEOUT */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
+
+static _Atomic unsigned n_forks; /* a socket open before a fork is shared with the child */
 
 /* Counters for the statistics line. */
 static _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets;
@@ -387,6 +392,9 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->boundlen = 0;
 	e->reqlen = 0;
 	e->shared = 0;
+	e->born_forks = atomic_load(&n_forks);
+	e->at_eof = 0;
+	e->patient = 0;
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
@@ -424,7 +432,7 @@ static const char *reason_name(int r)
 	static const char *names[] = {
 		"none", "timeout", "foreign", "version", "refused", "rule",
 		"plain-peer", "after-fork", "engine-unavailable", "cached", "sdp-port-busy",
-		"resource-limit", "untrusted-sdp-port", "untrusted-remote",
+		"resource-limit", "untrusted-sdp-port", "untrusted-remote", "closed-before-handshake",
 	};
 	return (r >= 0 && r < SDP_REASON_MAX) ? names[r] : "unknown";
 }
@@ -558,6 +566,27 @@ static int engine_path(char *out, size_t n)
 	else
 		snprintf(out, n, "%.*s/libsdp-engine.so", (int)(slash - info.dli_fname), info.dli_fname);
 	return 0;
+}
+
+/* engine_fd is the engine's file, opened when the process made a listener:
+ * a server that drops privileges after listen() (nginx's, PostgreSQL's and
+ * memcached's workers) may no longer reach the engine's path (a build tree
+ * in a home directory of mode 0700), but loads it through this descriptor. */
+static int engine_fd = -1;
+static int move_high(int fd);
+
+static void hold_engine(void)
+{
+	pthread_mutex_lock(&engine_mu);
+	char path[PATH_MAX];
+	if (engine_fd < 0 && engine_pid != getpid() && engine_path(path, sizeof path) == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			engine_fd = move_high(fd);
+			keep_open(engine_fd);
+		}
+	}
+	pthread_mutex_unlock(&engine_mu);
 }
 
 /* open_fds records which descriptors are open now. */
@@ -938,7 +967,7 @@ static int load_engine(void)
 	pthread_mutex_lock(&engine_mu);
 	int rc = 0;
 	if (engine_pid != getpid()) {
-		char path[PATH_MAX];
+		char path[PATH_MAX] = "";
 		void *h = NULL;
 		uint64_t before[FD_MAX / 64];
 		open_fds(before);
@@ -954,7 +983,14 @@ static int load_engine(void)
 		sigaddset(&urg_set, SIGURG);
 		sigaction(SIGURG, NULL, &urg_act);
 		pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
-		if (engine_path(path, sizeof path) == 0)
+		if (engine_fd >= 0) {
+			char held[64];
+			snprintf(held, sizeof held, "/proc/self/fd/%d", engine_fd);
+			h = dlopen(held, RTLD_NOW | RTLD_LOCAL);
+			if (!h)
+				logmsg(1, "cannot load the SDP engine through fd %d (%s); trying its path", engine_fd, dlerror());
+		}
+		if (!h && engine_path(path, sizeof path) == 0)
 			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 
 		if (h) {
@@ -1475,10 +1511,32 @@ static int send_early(int fd, int connect_rc)
 	return 0;
 }
 
+/* send_reject tells an SDP listener that this connection is given up, by an
+ * MPA Reply with the Reject flag (RFC 5044 §7.1), before the socket is
+ * replaced: its accept() then drops it instead of handing the application
+ * a connection that ends at once. Only for a peer known to be an SDP
+ * listener (it passed trust_check; a foreign one never gets a byte). */
+static void send_reject(int fd)
+{
+	uint8_t b[20] = "MPA ID Rep Frame";
+	b[16] = 0x20; /* R */
+	b[17] = 1;
+	real.send(fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
 /* fallback reconnects fd over plain TCP to the application's address. It
  * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
+	if (e->passive) {
+		/* The accepting side keeps its socket: the engine let go of a
+		 * connection whose peer left before the handshake. */
+		e->at_eof = 1;
+		mark_tcp(fd, e, reason);
+		if (engine_pid == getpid())
+			send_early(fd, 0); /* what it wrote first: the kernel answers as TCP does */
+		return 0;
+	}
 	if (e->sdp_only) {
 		logmsg(1, "fd %d: no SDP peer (%s) and the configuration says sdp only", fd, reason_name(reason));
 		atomic_store(&e->kind, K_TCP);
@@ -1489,6 +1547,9 @@ static int fallback(int fd, struct fdent *e, int reason)
 	}
 	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
 		neg_add((struct sockaddr *)&e->dst);
+	if (reason == SDP_REASON_TIMEOUT || reason == SDP_REASON_VERSION || reason == SDP_REASON_ENGINE ||
+	    reason == SDP_REASON_AFTER_FORK)
+		send_reject(fd);
 	mark_tcp(fd, e, reason);
 	if (replace_socket(fd, e) < 0)
 		return -1;
@@ -1510,8 +1571,6 @@ static int reason_of(int rc)
  * through fcntl(F_SETFL) and ioctl(FIONBIO), which keep the answer up to
  * date, except on a socket that another descriptor may share (dup, or
  * inherited), which is asked every time. */
-static _Atomic unsigned n_forks; /* a socket open before a fork is shared with the child */
-
 static int nonblock_cached(struct fdent *e)
 {
 	if (e->dupped || e->shared || atomic_load(&e->nb_forks) != atomic_load(&n_forks))
@@ -1567,6 +1626,36 @@ static void attach_siblings(int fd)
 static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int attach_locked(int fd, struct fdent *e);
+static int resolve_connecting(int fd, struct fdent *e, short revents);
+static int restartable(void);
+
+/* settle_connecting finishes, for a data call, a non-blocking connect to an
+ * SDP port that the application did not wait for: bytes written before the
+ * kernel's handshake completes go to the engine (which holds them until the
+ * MPA exchange is done), never raw onto the SDP port. A call that may block
+ * waits for the connect; one that may not gets EAGAIN while it is in
+ * progress, as on a TCP socket that is still connecting. Returns 0 (the
+ * connection is K_ACTIVE now, or TCP after a refusal) or -1 with errno. */
+static int settle_connecting(int fd, struct fdent *e, int may_block)
+{
+	while (atomic_load(&e->kind) == K_CONNECTING) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int r = real.poll(&p, 1, may_block ? -1 : 0);
+		if (r < 0 && errno == EINTR && restartable())
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+		pthread_mutex_lock(&attach_mu);
+		if (atomic_load(&e->kind) == K_CONNECTING)
+			resolve_connecting(fd, e, p.revents);
+		pthread_mutex_unlock(&attach_mu);
+	}
+	return 0;
+}
 
 /* Two threads may make the first call on a connection at once; one hands
  * it to the engine, the other finds it handed. */
@@ -1575,6 +1664,8 @@ static int attach(int fd, struct fdent *e)
 	int k = atomic_load(&e->kind);
 	if (k == K_SDP && e->engine_pid == my_pid())
 		return 0;
+	if (k == K_CONNECTING && settle_connecting(fd, e, !is_nonblocking(fd)) < 0)
+		return -1;
 	pthread_mutex_lock(&attach_mu);
 	int r = attach_locked(fd, e);
 	int saved = errno;
@@ -1605,7 +1696,7 @@ static int attach_locked(int fd, struct fdent *e)
 		return -1;
 	}
 	logmsg(3, "fd %d: handing the %s connection to the engine", fd, kind_name(k));
-	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE,
+	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE | (e->patient ? SDP_ROLE_PATIENT : 0),
 			    k == K_PASSIVE ? e->req : NULL, k == K_PASSIVE ? e->reqlen : 0);
 	if (rc < 0) {
 		errno = -rc;
@@ -1744,6 +1835,21 @@ static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct
 	return real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
 }
 
+/* after_fallback_recv finishes a receive whose connection the engine let go
+ * of (rc is its fallback result): the call goes on over TCP. */
+static ssize_t after_fallback_recv(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
+{
+	int r = fallback(fd, e, reason_of(rc));
+	if (r < 0 && errno != EINPROGRESS)
+		return -1;
+	if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
+		errno = EAGAIN;
+		return -1;
+	}
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	return real.recvmsg(fd, &m, flags);
+}
+
 /* fallback_sent finishes a send that the engine took in part before it fell
  * back: it has let go of the descriptor and holds those bytes as early data,
  * so the connection moves to TCP now (which sends them first) and the send
@@ -1789,6 +1895,9 @@ static int call_waits(int fd, size_t len, int flags, int *nonblock)
 
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_CONNECTING &&
+	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
 	if (atomic_load(&e->kind) == K_TCP) {
@@ -1872,6 +1981,9 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_CONNECTING &&
+	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
 	if (atomic_load(&e->kind) == K_TCP) {
@@ -1922,17 +2034,8 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		}
 		if (n == 0)
 			return done;
-		if (n <= -SDP_FALLBACK) {
-			int r = fallback(fd, e, reason_of((int)n));
-			if (r < 0 && errno != EINPROGRESS)
-				return -1;
-			if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
-				errno = EAGAIN;
-				return -1;
-			}
-			struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-			return real.recvmsg(fd, &m, flags);
-		}
+		if (n <= -SDP_FALLBACK)
+			return after_fallback_recv(fd, e, (int)n, iov, cnt, flags);
 		if (n == -EAGAIN) {
 			if (nonblock < 0)
 				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
@@ -1960,6 +2063,8 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				errno = -w;
 				return done ? (ssize_t)done : -1;
 			}
+			if (w <= -SDP_FALLBACK) /* while waiting: the engine has let go of fd */
+				return done ? (ssize_t)done : after_fallback_recv(fd, e, w, iov, cnt, flags);
 			continue;
 		}
 		if (done)
@@ -1973,7 +2078,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 static inline int is_sdp_io(struct fdent *e)
 {
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
-	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE;
+	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING;
 }
 
 /* resolve_connecting finishes a non-blocking connect to an SDP port once the
@@ -2102,6 +2207,7 @@ EXPORT int listen(int fd, int backlog)
 		return r;
 	}
 	h = move_high(h);
+	hold_engine();
 	e->hidden = h;
 	e->app_port = port;
 	e->sdp_only = mode == MODE_SDP;
@@ -2130,6 +2236,20 @@ static void accepted_sdp(int c, struct fdent *l)
 		logmsg(1, "fd %d: could not send the MPA Request: %s", c, w < 0 ? strerror(errno) : "short write");
 }
 
+/* accepted_closed registers a connection accepted on the SDP port whose
+ * peer had closed it before any byte: a plain socket at end of stream, that
+ * shows the application's port like any accepted SDP connection. */
+static void accepted_closed(int c, struct fdent *l)
+{
+	struct fdent *e = entry_new(c, K_CAND, l->family);
+	if (!e)
+		return;
+	e->passive = 1;
+	e->at_eof = 1;
+	e->app_port = l->app_port;
+	mark_tcp(c, e, SDP_REASON_PEER_CLOSED);
+}
+
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct fdent *l = ours(fd);
@@ -2145,12 +2265,20 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	for (;;) {
 		int c = real.accept4(l->hidden, addr, len, flags);
 		if (c >= 0) {
-			/* A connecting side that gave up waiting (and went to TCP)
-			 * has already closed this one: the application never sees it. */
-			char b;
-			if (real.recv(c, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
+			/* A connecting side that gave up (and went to TCP) said so
+			 * with an MPA Reject: the application never sees it. One that
+			 * closed before the handshake is returned plain and at end of
+			 * stream, as TCP returns a connection closed before accept():
+			 * an MPA Request now would only provoke a reset. */
+			uint8_t b[20];
+			ssize_t r = real.recv(c, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+			if (r == (ssize_t)sizeof b && !memcmp(b, "MPA ID Rep Frame", 16) && (b[16] & 0x20)) {
 				real.close(c);
 				continue;
+			}
+			if (r == 0) {
+				accepted_closed(c, l);
+				return c;
 			}
 			accepted_sdp(c, l);
 			return c;
@@ -2230,13 +2358,16 @@ static int over_conn_cap(void)
 }
 
 /* trusted says whether fd may connect to addr's SDP port (shim/trust.c):
- * SDP_REASON_NONE, or the reason it goes to the application's port over TCP
- * instead, logged once per connection. */
-static int trusted(int fd, const struct sockaddr *addr, int app_port)
+ * SDP_REASON_NONE (e->patient when the kernel vouched for the port), or the
+ * reason it goes to the application's port over TCP instead, logged. */
+static int trusted(int fd, struct fdent *e, const struct sockaddr *addr, int app_port)
 {
 	char detail[160];
 	switch (trust_check(addr, app_port, sdp_port(app_port), detail, sizeof detail)) {
 	case TRUST_SDP:
+		e->patient = 1;
+		return SDP_REASON_NONE;
+	case TRUST_VOUCHED:
 		return SDP_REASON_NONE;
 	case TRUST_NO_LISTENER:
 		logmsg(3, "fd %d: TCP to port %d: %s", fd, app_port, detail);
@@ -2296,7 +2427,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		mark_tcp(fd, e, SDP_REASON_LIMIT);
 		return real.connect(fd, addr, len);
 	}
-	int why = trusted(fd, addr, e->app_port);
+	int why = trusted(fd, e, addr, e->app_port);
 	if (why != SDP_REASON_NONE) {
 		if (e->sdp_only) {
 			atomic_store(&e->kind, K_TCP);
@@ -2495,6 +2626,21 @@ static void forget(int fd, struct fdent *e)
 	entry_reset(fd);
 }
 
+/* drain_unread reads and drops what the kernel holds for a connection that
+ * was never handed to the engine (the peer's MPA Request or Reply) before it
+ * is closed, so that the close sends a FIN, as TCP's would, and not the RST
+ * the kernel sends for a socket closed with unread bytes: the peer reads end
+ * of stream. Only the sole holder of the socket may: a duplicate or a child
+ * process may still need those bytes. */
+static void drain_unread(int fd, struct fdent *e)
+{
+	if (e->dupped || e->shared || e->born_forks != atomic_load(&n_forks))
+		return;
+	char b[512];
+	for (int i = 0; i < 8 && real.recv(fd, b, sizeof b, MSG_DONTWAIT) > 0; i++)
+		;
+}
+
 EXPORT int close(int fd)
 {
 	need_real();
@@ -2503,6 +2649,8 @@ EXPORT int close(int fd)
 		int k = atomic_load(&e->kind);
 		if ((k == K_ENGINE && engine_pid == getpid()) || k == K_HIDDEN)
 			return 0; /* ours: it stays, and its number stays taken */
+		if (k == K_ACTIVE || k == K_PASSIVE)
+			drain_unread(fd, e);
 		forget(fd, e);
 	}
 	return real.close(fd);
@@ -2531,6 +2679,7 @@ static void dup_ours(int oldfd, int newfd)
 	n->sdp_only = o->sdp_only;
 	n->engine_pid = o->engine_pid;
 	n->nodelay = o->nodelay;
+	n->patient = o->patient;
 	n->cork = o->cork;
 	n->hidden = -1;
 	memcpy(&n->dst, &o->dst, sizeof n->dst);
@@ -2639,7 +2788,8 @@ EXPORT int ioctl(int fd, unsigned long req, ...)
 		nonblock_learnt(e, r < 0 || !arg ? -1 : *(int *)arg != 0);
 		return r;
 	}
-	if (!e || (req != FIONREAD && req != SIOCOUTQ && req != SIOCATMARK) || !is_sdp_io(e))
+	if (!e || (req != FIONREAD && req != SIOCOUTQ && req != SIOCATMARK) || !is_sdp_io(e) ||
+	    atomic_load(&e->kind) == K_CONNECTING)
 		return real.ioctl(fd, req, arg);
 	if (attach(fd, e) < 0)
 		return -1;
@@ -2733,7 +2883,7 @@ EXPORT int shutdown(int fd, int how)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !is_sdp_io(e) || atomic_load(&e->kind) == K_CONNECTING)
 		return real.shutdown(fd, how);
 	if (attach(fd, e) < 0)
 		return -1;
@@ -2756,7 +2906,8 @@ EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 	need_real();
 	int r = real.getsockname(fd, addr, len);
 	struct fdent *e = ours(fd);
-	if (r == 0 && e && e->passive && atomic_load(&e->kind) != K_TCP && *len >= sizeof(struct sockaddr_in))
+	if (r == 0 && e && e->passive && (atomic_load(&e->kind) != K_TCP || e->at_eof) &&
+	    *len >= sizeof(struct sockaddr_in))
 		sa_set_port(addr, e->app_port);
 	return r;
 }

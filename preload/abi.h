@@ -30,10 +30,16 @@ enum sdp_reason {
 	SDP_REASON_LIMIT = 11,     /* SDP_MAX_CONNECTIONS reached */
 	SDP_REASON_UNTRUSTED = 12, /* the mapped port is not the application port owner's */
 	SDP_REASON_REMOTE = 13,    /* another host that SDP_TRUST_REMOTE does not name */
+	SDP_REASON_PEER_CLOSED = 14, /* accepted on the SDP port, closed by the peer before any byte */
 	SDP_REASON_MAX
 };
 
 enum sdp_role { SDP_ROLE_ACTIVE = 0, SDP_ROLE_PASSIVE = 1 };
+/* Or'ed into SDP_ROLE_ACTIVE: the kernel showed that the SDP port belongs to
+ * the application port owner's SDP listener (shim/trust.c), so its MPA
+ * Request is waited for as long as TCP waits for a reply, without
+ * SDP_CONNECT_TIMEOUT: a server that accepts late keeps SDP. */
+#define SDP_ROLE_PATIENT 0x100
 
 struct sdp_engine_config {
 	int32_t abi_version;

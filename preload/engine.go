@@ -36,11 +36,14 @@ const (
 
 // Must match SDP_FALLBACK and enum sdp_reason in abi.h.
 const (
-	fallbackBase   = 100000
-	reasonTimeout  = 1
-	reasonForeign  = 2
-	reasonVersion  = 3
-	errnoEIOResult = int(unix.EIO)
+	fallbackBase  = 100000
+	reasonTimeout = 1
+	reasonForeign = 2
+	reasonVersion = 3
+	// reasonPeerClosed: an accepted connection whose peer left before the
+	// handshake; the shim keeps it as the plain TCP socket it is.
+	reasonPeerClosed = 14
+	errnoEIOResult   = int(unix.EIO)
 )
 
 var (
@@ -133,7 +136,7 @@ func lookup(fd int) *sdpcore.Conn {
 	return c
 }
 
-func attach(fd int, role sdpcore.Role, request []byte) int {
+func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
 	var c *sdpcore.Conn
 	if role == sdpcore.Passive {
 		var err error
@@ -144,6 +147,9 @@ func attach(fd int, role sdpcore.Role, request []byte) int {
 		}
 	} else {
 		c = sdpcore.NewActive(fd, coreCfg, time.Now())
+		if patient {
+			c.SetPatient()
+		}
 	}
 	mu.Lock()
 	old := conns[fd]
@@ -239,6 +245,8 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 			return -(fallbackBase + reasonTimeout)
 		case "version":
 			return -(fallbackBase + reasonVersion)
+		case "peer-closed":
+			return -(fallbackBase + reasonPeerClosed)
 		}
 		return -(fallbackBase + reasonForeign)
 	}

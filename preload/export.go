@@ -64,7 +64,7 @@ func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
 	if req != nil && reqLen > 0 {
 		request = C.GoBytes(unsafe.Pointer(req), reqLen)
 	}
-	return C.int(attach(int(fd), sdpcore.Role(role), request))
+	return C.int(attach(int(fd), sdpcore.Role(role&0xff), role&C.SDP_ROLE_PATIENT != 0, request))
 }
 
 //export sdp_sendv

@@ -97,7 +97,14 @@ type Conn struct {
 
 	qp       *iwarp.QP
 	deadline time.Time // end of the handshake wait
-	request  []byte    // passive: the MPA Request we sent
+	// patient: the SDP port was proved to be the listener of the
+	// application port's owner (SetPatient): its Request comes when that
+	// server accepts, however late, as a TCP reply would; no deadline.
+	patient bool
+	// reset: a write met the peer's reset while the peer's last bytes may
+	// still be unread; reads go on until they meet it too (flush).
+	reset   error
+	request []byte // passive: the MPA Request we sent
 
 	// Credits (SDP buffer-copy flow control). Our messages carry MSeq 1, 2…;
 	// the peer grants peerBufs buffers as of our message peerAck.
@@ -204,6 +211,16 @@ func NewActive(fd int, cfg Config, now time.Time) *Conn {
 	c.deadline = now.Add(cfg.ConnectTimeout)
 	c.initModes()
 	return c
+}
+
+// SetPatient makes a connecting side wait for the MPA Request without
+// SDP_CONNECT_TIMEOUT: the caller has proved (the kernel's word, on one host)
+// that an SDP listener of the application port's owner holds the SDP port,
+// so silence there is a server that has not accepted yet, not a foreign one.
+func (c *Conn) SetPatient() {
+	c.mu.Lock()
+	c.patient = true
+	c.mu.Unlock()
 }
 
 // initModes records the local modes and starts the progress goroutine.
@@ -419,7 +436,7 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 		}
 	}
 	// Only after reading all there is: a late look is not a late peer.
-	if c.st == stAwaitRequest && c.fb == nil && !now.Before(c.deadline) {
+	if c.st == stAwaitRequest && c.fb == nil && !c.patient && !now.Before(c.deadline) {
 		c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
 		return
 	}
@@ -455,13 +472,39 @@ func (c *Conn) fill() bool {
 	case err == unix.EAGAIN:
 		c.changes--
 		return false
+	case err == iwarp.ErrClosed && c.reset != nil:
+		// The write that met the reset took the kernel's report of it;
+		// the reader now meets the end of what came before it.
+		c.fail(c.reset)
+		return false
 	case err == iwarp.ErrClosed:
+		c.onEOF()
+		return false
+	case err == unix.ECONNRESET && c.st == stAwaitReply:
+		// Before its Reply the peer has sent no byte of the application's:
+		// a reset now is a client that closed before the handshake, with
+		// our Request unread (the kernel resets such a close).
+		c.peerLeft("reset")
+		return false
+	case err == unix.ECONNRESET && c.st == stAwaitFirst:
+		// Our Reply met an accepting side that had closed before its first
+		// FPDU, so before any byte of its application: end of stream, as
+		// TCP shows a server that accepted and closed.
 		c.onEOF()
 		return false
 	default:
 		c.fail(err)
 		return false
 	}
+}
+
+// peerLeft ends an accepted connection whose peer left before its Reply
+// (end of stream, a reset, an MPA Reject): no byte of the application's came,
+// so the engine lets go of the socket and the application goes on with the
+// plain TCP socket it is, with the kernel's own answers to its reads (end of
+// stream) and writes (accepted, then a reset), as over TCP.
+func (c *Conn) peerLeft(how string) {
+	c.fallback(&FallbackError{Reason: "peer-closed", Detail: "the peer left before the handshake (" + how + ")"})
 }
 
 func (c *Conn) fallback(fb *FallbackError) {
@@ -479,12 +522,17 @@ func (c *Conn) onEOF() {
 	switch {
 	case c.st == stAwaitRequest:
 		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
+	case c.st == stAwaitReply:
+		c.peerLeft("end of stream")
 	case c.qp.Buffered() > 0 || c.inMsg:
 		c.fail(&ProtoError{Err: errors.New("sdp: stream ended inside a message")})
 	}
 }
 
 func (c *Conn) flush() error {
+	if c.reset != nil {
+		return c.reset
+	}
 	pending := c.qp.TxPending()
 	if pending == 0 {
 		return nil
@@ -492,6 +540,16 @@ func (c *Conn) flush() error {
 	err := c.qp.Flush()
 	if c.qp.TxPending() < pending {
 		c.changes++ // room in the transmit backlog
+	}
+	if err == unix.ECONNRESET && !c.eof && !c.peerDis && c.st != stFailed {
+		// The peer reset the connection (an abortive close). What it sent
+		// before is still in the kernel and readable, as over TCP: the
+		// reading side takes it and then meets the reset itself; writes
+		// fail from now on.
+		c.reset = err
+		c.changes++
+		c.edges++
+		return err
 	}
 	if err != nil && err != unix.EAGAIN {
 		// The peer is gone: as on TCP, writing gives EPIPE and reading
@@ -589,7 +647,10 @@ func (c *Conn) onReply() bool {
 		return false
 	}
 	if rep.Reject {
-		c.fail(unix.ECONNREFUSED)
+		// The connecting side gave up (its timeout) and went to TCP: nothing
+		// of the application's came this way, so this one just ends.
+		c.qp.ConsumeRaw(n)
+		c.peerLeft("MPA Reject")
 		return false
 	}
 	h, err := ParseHelloAck(rep.PrivateData)

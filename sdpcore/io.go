@@ -347,6 +347,8 @@ func (c *Conn) sendable() error {
 		return c.fb
 	case c.st == stFailed:
 		return errnoOf(c.err)
+	case c.reset != nil:
+		return c.reset
 	case c.wrShut || c.eof:
 		return unix.EPIPE
 	case c.st != stEstablished:
@@ -566,7 +568,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 		ready |= EvOut
 	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
 		ready |= EvOut // the early queue has room
-	} else if c.wrShut || c.eof {
+	} else if c.wrShut || c.eof || c.reset != nil {
 		ready |= EvOut // a write will fail at once, as on TCP
 	}
 	ready &= want | EvHup
@@ -583,7 +585,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.qp.TxPending() > 0 {
 		wait |= EvOut // queued bytes must not wait for the next call
 	}
-	if c.st == stAwaitRequest || c.st == stAwaitReply {
+	if (c.st == stAwaitRequest && !c.patient) || c.st == stAwaitReply {
 		deadline = c.deadline
 	}
 	if d := c.zsrcDeadline(); !d.IsZero() {

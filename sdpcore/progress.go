@@ -45,7 +45,7 @@ func (c *Conn) progressLoop() {
 		if c.qp.TxPending() > 0 {
 			ev |= unix.POLLOUT
 		}
-		if c.corked || ((c.st == stAwaitRequest || c.st == stAwaitReply) && time.Until(c.deadline) < wait) {
+		if c.corked || (((c.st == stAwaitRequest && !c.patient) || c.st == stAwaitReply) && time.Until(c.deadline) < wait) {
 			wait = fullWait // a cork or a handshake deadline runs out on its own
 		}
 		pfd[0] = unix.PollFd{Fd: int32(c.qp.Fd()), Events: ev}

@@ -279,7 +279,7 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
 	int local = is_local(ip, v4);
 	if (local == 0) {
 		if (remote_trusted(ip, v4))
-			return TRUST_SDP;
+			return TRUST_VOUCHED;
 		snprintf(detail, n, "another host, not in SDP_TRUST_REMOTE");
 		return TRUST_REMOTE;
 	}

@@ -11,7 +11,8 @@
 #include <sys/socket.h>
 
 enum sdp_trust {
-	TRUST_SDP,          /* S(P) is the twin of P's listener: connect over SDP */
+	TRUST_SDP,          /* S(P) is the twin of P's listener, by the kernel's word: connect over SDP */
+	TRUST_VOUCHED,      /* another host that SDP_TRUST_REMOTE names: connect over SDP */
 	TRUST_NO_LISTENER,  /* nothing listens on S(P) (or on P) on this host */
 	TRUST_OTHER_OWNER,  /* S(P) belongs to another user than P */
 	TRUST_NOT_TWIN,     /* S(P) is P's owner's, but not P's SDP listener */

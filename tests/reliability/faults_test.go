@@ -229,8 +229,9 @@ func TestPacketLoss(t *testing.T) {
 }
 
 // TestLateMPARequest delays the server's MPA Request beyond SDP_CONNECT_TIMEOUT (2 s) while the
-// client has already queued data: the client falls back to TCP (reason timeout) and every octet
-// must still arrive, once. Packet loss on a real network produces the same timing.
+// client has already queued data. The SDP port is the server's own (the relay in between
+// carries its mark and user), so the client, which the kernel told so, waits for the Request
+// as TCP waits for a late server (docs/PROTOCOL.md §2): both streams arrive whole over SDP.
 func TestLateMPARequest(t *testing.T) {
 	dir := logDir(t)
 	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
@@ -244,11 +245,54 @@ func TestLateMPARequest(t *testing.T) {
 	for _, s := range cli.matching(sentRe) {
 		assert.Contains(t, s, " ok ", "sender")
 	}
-	// The server also sees the SDP connections the client gave up on, empty.
 	oks := srv.waitLines(regexp.MustCompile(`^DONE ok `), 2, 10*time.Second)
-	assert.Len(t, oks, 2, "both streams arrived whole over TCP")
-	assert.Empty(t, srv.matching(regexp.MustCompile(`^DONE (corrupt|err)`)))
+	assert.Len(t, oks, 2, "both streams arrived whole")
+	assert.Empty(t, srv.matching(regexp.MustCompile(`^DONE (corrupt|err|short)`)))
 	log := logText(t, dir, "client")
-	assert.Contains(t, log, "transport=tcp reason=timeout", "the client fell back on the timeout")
-	assert.Equal(t, 2, strings.Count(log, "transport=tcp reason="), "both connections over TCP (the second from the cache)")
+	assert.NotContains(t, log, "transport=tcp", "the client waited for the late Request")
+	assert.Equal(t, int64(2), statsOf(t, dir, "client")["sdp_conns"], "both connections over SDP")
+}
+
+// lateServerPy accepts one connection 3 s after it listens, echoes 5 bytes in upper case, then
+// says whether a second connection was queued (there must be none: the client's abandoned SDP
+// attempt is dropped by its MPA Reject).
+const lateServerPy = `
+import socket, sys, time
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen(8)
+print("PORTS", s.getsockname()[1], flush=True)
+time.sleep(3)
+a, _ = s.accept()
+a.settimeout(20)
+a.sendall(a.recv(5).upper())
+a.close()
+s.settimeout(1)
+try:
+    s.accept()
+    print("PHANTOM", flush=True)
+except socket.timeout:
+    print("NO PHANTOM", flush=True)
+`
+
+// TestLateAcceptOtherHost: a server on another host (namespace), vouched for by
+// SDP_TRUST_REMOTE, accepts 3 s late. The client cannot know that S(P) is the server's own, so
+// after SDP_CONNECT_TIMEOUT it goes to P over TCP, its 5 early bytes first, and tells S(P) with
+// an MPA Reject: the server's application sees exactly one connection, which works.
+func TestLateAcceptOtherHost(t *testing.T) {
+	n := newNetns(t)
+	dir := logDir(t)
+	srv := startIn(t, "late", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.a}, "/usr/bin/python3", "-c", lateServerPy, "10.213.7.1")
+	p := srv.port(t)
+	cli := startIn(t, "client", sdpEnv(dir, "client", "SDP_TRUST_REMOTE=10.213.7.0/24"), []string{"ip", "netns", "exec", n.b},
+		"/usr/bin/python3", "-c", `
+import socket, sys
+c = socket.create_connection(("10.213.7.1", int(sys.argv[1])))
+c.settimeout(30)
+c.sendall(b"hello")
+print("GOT", c.recv(10).decode(), flush=True)
+`, strconv.Itoa(p))
+	cli.waitLine(t, regexp.MustCompile(`^GOT HELLO$`), 30*time.Second)
+	srv.waitLine(t, regexp.MustCompile(`^NO PHANTOM$`), 30*time.Second)
+	assert.Contains(t, logText(t, dir, "client"), "transport=tcp reason=timeout")
 }

@@ -1,0 +1,22 @@
+# CPython 3.13's socketpair() fallback, in one thread: listen, connect non-blocking, accept,
+# then both ends blocking.
+# sdp-conns: 2
+from edge import *
+
+lsock = listener(1)
+csock = socket.socket()
+csock.setblocking(False)
+try:
+    csock.connect(lsock.getsockname())
+except (BlockingIOError, InterruptedError):
+    pass
+csock.setblocking(True)
+ssock, _ = lsock.accept()
+lsock.close()
+ssock.settimeout(10)
+csock.settimeout(10)
+csock.sendall(b"ping")
+attempt("server got", lambda: ssock.recv(10))
+ssock.sendall(b"pong")
+attempt("client got", lambda: csock.recv(10))
+done()

@@ -1,0 +1,107 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// dropperPy listens as root, then becomes the user argv[1] (as nginx's, PostgreSQL's and
+// memcached's workers do) and only then serves one connection: an echo in upper case.
+const dropperPy = `
+import os, socket, sys
+uid = int(sys.argv[1])
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+os.setgroups([])
+os.setgid(uid)
+os.setuid(uid)
+print("PORT", s.getsockname()[1], flush=True)
+a, _ = s.accept()
+a.settimeout(20)
+a.sendall(a.recv(100).upper())
+a.close()
+`
+
+const echoClientPy = `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.settimeout(20)
+c.sendall(b"hello")
+print("GOT", c.recv(100).decode(), flush=True)
+`
+
+// TestPrivilegeDrop: libsdp lives in a directory only root can enter (a clone in root's home,
+// mode 0700), and the server drops its privileges between listen() and its first SDP call, so
+// its engine's path is out of its reach by then. The shim opened the engine when the listener
+// was made; the server loads it through that descriptor and the connection runs over SDP.
+func TestPrivilegeDrop(t *testing.T) {
+	shim, ctx := setup(t)
+	uid := squatterUID(t)
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o700))
+	lib := filepath.Join(dir, "lib")
+	require.NoError(t, os.Mkdir(lib, 0o755))
+	for _, name := range []string{"libsdp.so", "libsdp-engine.so"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(shim), name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(lib, name), b, 0o755))
+	}
+	hidden := filepath.Join(lib, "libsdp.so")
+	dumpLogsOnFailure(t, dir)
+
+	srv := exec.CommandContext(ctx, python, "-c", dropperPy, strconv.Itoa(int(uid)))
+	srv.Env = sdpEnv(hidden, filepath.Join(dir, "server.%p.log"))
+	srv.Dir = "/"
+	out, err := srv.StdoutPipe()
+	require.NoError(t, err)
+	srv.Stderr = os.Stderr
+	require.NoError(t, srv.Start())
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	port := readPort(ctx, t, out)
+
+	cli := exec.CommandContext(ctx, python, "-c", echoClientPy, strconv.Itoa(port))
+	cli.Env = sdpEnv(hidden, filepath.Join(dir, "client.%p.log"))
+	got, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	assert.Equal(t, "GOT HELLO\n", string(got))
+	require.NoError(t, srv.Wait())
+	assert.Contains(t, logText(t, dir, "client"), "closed transport=sdp", "the client's connection ran over SDP")
+	assert.EqualValues(t, 1, readStats(t, dir, "server").n(t, "sdp_conns"), "the unprivileged server's connection over SDP")
+	assert.NotContains(t, logText(t, dir, "server"), "cannot load")
+}
+
+// readPort reads the "PORT n" line a server prints.
+func readPort(ctx context.Context, t *testing.T, r io.Reader) int {
+	t.Helper()
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	select {
+	case l := <-lines:
+		p, err := strconv.Atoi(strings.TrimPrefix(l, "PORT "))
+		require.NoErrorf(t, err, "server said %q", l)
+		return p
+	case <-ctx.Done():
+		t.Fatal("the server did not say its port")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not say its port within 30 s")
+	}
+	return 0
+}
