@@ -36,6 +36,7 @@
 #include <sys/epoll.h>
 #include <linux/close_range.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -458,7 +459,11 @@ static void mark_tcp(int fd, struct fdent *e, int reason)
 {
 	atomic_store(&e->kind, K_TCP);
 	e->reason = reason;
-	atomic_fetch_add(&n_tcp_conns, 1);
+	/* A connection its peer closed before the handshake carried nothing:
+	 * no connection of either transport in the counts (its client counts
+	 * none either), only its reason. */
+	if (reason != SDP_REASON_PEER_CLOSED)
+		atomic_fetch_add(&n_tcp_conns, 1);
 	atomic_fetch_add(&n_reasons[reason], 1);
 	if (cfg.log_level >= 2) {
 		char a[80] = "";
@@ -1657,6 +1662,60 @@ static int settle_connecting(int fd, struct fdent *e, int may_block)
 	return 0;
 }
 
+/* ---- connections pending across fork: one process takes each ----------
+ *
+ * A connection not yet handed to an engine when the process forks is open in
+ * both processes, and either may use it first; an SDP connection's state can
+ * live in one engine only. The first process to use it claims it in a table
+ * shared by the processes of the fork (mapped before the first fork); any
+ * other then fails at once with EIO and a log line, instead of waiting for a
+ * handshake the first one consumed. Keyed by the socket's inode, which every
+ * descriptor of the socket shares. */
+
+#define CLAIMS 1024
+static struct claim {
+	_Atomic uint64_t ino;
+	_Atomic int32_t pid;
+} *claims;
+
+static void claims_map(void)
+{
+	if (claims)
+		return;
+	void *m = mmap(NULL, CLAIMS * sizeof *claims, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (m != MAP_FAILED)
+		claims = m;
+}
+
+/* claim_take claims fd's socket for this process: 0, or the pid of the
+ * process that claimed it first. A full table claims nothing (0). */
+static pid_t claim_take(int fd)
+{
+	struct stat st;
+	if (!claims || fstat(fd, &st) < 0 || !st.st_ino)
+		return 0;
+	uint64_t ino = st.st_ino;
+	pid_t me = getpid();
+	for (unsigned i = 0, h = (unsigned)(ino * 2654435761u) % CLAIMS; i < CLAIMS; i++, h = (h + 1) % CLAIMS) {
+		uint64_t cur = atomic_load(&claims[h].ino);
+		if (cur == 0) {
+			uint64_t zero = 0;
+			if (!atomic_compare_exchange_strong(&claims[h].ino, &zero, ino) && zero != ino)
+				continue; /* another socket took the slot */
+			int32_t none = 0;
+			atomic_compare_exchange_strong(&claims[h].pid, &none, me);
+			cur = ino;
+		}
+		if (cur != ino)
+			continue;
+		pid_t owner;
+		while ((owner = atomic_load(&claims[h].pid)) == 0) /* the slot's taker is writing its pid */
+			sched_yield();
+		return owner == me ? 0 : owner;
+	}
+	return 0;
+}
+
 /* Two threads may make the first call on a connection at once; one hands
  * it to the engine, the other finds it handed. */
 static int attach(int fd, struct fdent *e)
@@ -1694,6 +1753,17 @@ static int attach_locked(int fd, struct fdent *e)
 		}
 		errno = EIO;
 		return -1;
+	}
+	if (e->born_forks != atomic_load(&n_forks)) {
+		pid_t owner = claim_take(fd);
+		if (owner) {
+			logmsg(0, "fd %d: connection already used over SDP by process %d, with which it was shared by "
+				  "fork(); an SDP connection belongs to one process: keep this program's connections "
+				  "on TCP (rule 'use tcp client|server %s *:*')",
+			       fd, (int)owner, program_invocation_short_name);
+			errno = EIO;
+			return -1;
+		}
 	}
 	logmsg(3, "fd %d: handing the %s connection to the engine", fd, kind_name(k));
 	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE | (e->patient ? SDP_ROLE_PATIENT : 0),
@@ -2189,8 +2259,13 @@ EXPORT int listen(int fd, int backlog)
 	int h = real.socket(e->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h < 0)
 		return r;
-	int one = 1;
+	int one = 1, rp = 0;
+	socklen_t rpl = sizeof rp;
 	setsockopt(h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	/* Listeners that share P by SO_REUSEPORT share S(P) the same way, so the
+	 * kernel spreads SDP connections over them as it spreads TCP's. */
+	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &rp, &rpl) == 0 && rp)
+		setsockopt(h, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
 	if (e->family == AF_INET6) {
 		int v;
 		socklen_t l = sizeof v;
@@ -4208,6 +4283,7 @@ EXPORT int execle(const char *path, const char *arg, ...)
 static void count_fork(void)
 {
 	atomic_fetch_add(&n_forks, 1);
+	claims_map();
 }
 
 static void child_after_fork(void)

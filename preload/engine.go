@@ -238,7 +238,9 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 			fb.Early = nil
 			mu.Unlock()
 		}
-		fallbacks.Add(1)
+		if fb.Reason != "peer-closed" { // not a fallback: nothing came, nothing went
+			fallbacks.Add(1)
+		}
 		logf(levelInfo, "fd %d: %v", fd, fb)
 		switch fb.Reason {
 		case "timeout":

@@ -85,6 +85,16 @@ row() {
 	printf '%-10s %s curl_ttfb_median_us=%s\n' "$name" "$rate" "$med"
 }
 
+# What the owner check (shim/trust.c) adds to each preloaded connect, alone.
+gcc -O2 -D_GNU_SOURCE -I"$LIBSDP_ROOT" -o "$tmp/trust_cost" "$LIBSDP_ROOT/scripts/bench/trust_cost.c" \
+	"$LIBSDP_ROOT/shim/trust.c"
+port=$(free_port)
+start_bg "$tmp/twin.out" LD_PRELOAD="$LIBSDP_SO" "$PYTHON" -u "$tmp/server.py" "$port"
+twin=$BG_PID
+wait_ready "$tmp/twin.out"
+"$tmp/trust_cost" 127.0.0.1 "$port" "$(sdp_port "$port")"
+stop_proc "$twin"
+
 info "$n connections per row (the first tenth not counted), $r curl processes; 127.0.0.1"
 row tcp ""
 row libsdp "$LIBSDP_SO"

@@ -77,7 +77,7 @@ func TestPrivilegeDrop(t *testing.T) {
 	require.NoError(t, err, "%s", got)
 	assert.Equal(t, "GOT HELLO\n", string(got))
 	require.NoError(t, srv.Wait())
-	assert.Contains(t, logText(t, dir, "client"), "closed transport=sdp", "the client's connection ran over SDP")
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "the client's connection over SDP")
 	assert.EqualValues(t, 1, readStats(t, dir, "server").n(t, "sdp_conns"), "the unprivileged server's connection over SDP")
 	assert.NotContains(t, logText(t, dir, "server"), "cannot load")
 }
@@ -104,4 +104,47 @@ func readPort(ctx context.Context, t *testing.T, r io.Reader) int {
 		t.Fatal("the server did not say its port within 30 s")
 	}
 	return 0
+}
+
+// forkSharedPy: a client connects and forks before either process used the connection; the
+// child uses it first (an echo through the server), then the parent tries to read from it.
+const forkSharedPy = `
+import errno, os, socket, sys
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(4)
+if os.fork() == 0:
+    a, _ = srv.accept()
+    a.settimeout(20)
+    a.sendall(a.recv(5).upper())
+    a.recv(1)
+    sys.exit(0)
+c = socket.create_connection(srv.getsockname())
+c.settimeout(20)
+pid = os.fork()
+if pid == 0:
+    c.sendall(b"hello")
+    print("child got", c.recv(5).decode(), flush=True)
+    sys.exit(0)
+os.waitpid(pid, 0)
+try:
+    print("parent read", c.recv(5), flush=True)
+except OSError as e:
+    print("parent error", errno.errorcode.get(e.errno, e), flush=True)
+`
+
+// TestForkSharedPending: a connection not yet used when its process forks is taken over SDP by
+// the first process that uses it; the other fails at once with EIO and a log line that names
+// the rule keeping such programs on TCP, instead of waiting for a handshake the first consumed.
+func TestForkSharedPending(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	cmd := exec.CommandContext(ctx, python, "-c", forkSharedPy)
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, "child got HELLO\nparent error EIO\n", string(out))
+	assert.Contains(t, logText(t, dir, "client"), "an SDP connection belongs to one process")
 }

@@ -1,0 +1,36 @@
+/* trust_cost: what shim/trust.c's check costs a connection: N checks of
+ * ADDR:PORT (its SDP port SPORT) in a row, microseconds per check.
+ *
+ *   trust_cost ADDR PORT SPORT [N=10000]
+ */
+#include "shim/trust.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: trust_cost ADDR PORT SPORT [N]\n");
+		return 2;
+	}
+	int port = atoi(argv[2]), sport = atoi(argv[3]), n = argc > 4 ? atoi(argv[4]) : 10000;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	if (inet_pton(AF_INET, argv[1], &a.sin_addr) != 1 || n <= 0) {
+		fprintf(stderr, "trust_cost: bad address or count\n");
+		return 2;
+	}
+	char detail[160] = "";
+	int r = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < n; i++)
+		r = trust_check((struct sockaddr *)&a, port, sport, detail, sizeof detail);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
+	printf("trust_check %s:%d answer=%d us_per_check=%.2f %s\n", argv[1], port, r, us, detail);
+	return 0;
+}
