@@ -336,6 +336,8 @@ struct fdent {
 	unsigned born_forks;     /* forks when the entry was made: one since means a child shares it */
 	int at_eof;              /* accepted on the SDP port already closed by the peer: plain, at EOF */
 	int patient;             /* its SDP port is proved P's owner's: no SDP_CONNECT_TIMEOUT */
+	int rcvbuf, sndbuf;      /* SO_RCVBUF, SO_SNDBUF as the application set them; 0: never */
+	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
@@ -396,6 +398,8 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->born_forks = atomic_load(&n_forks);
 	e->at_eof = 0;
 	e->patient = 0;
+	e->rcvbuf = e->sndbuf = 0;
+	atomic_store(&e->reset_told, 0);
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
@@ -1963,6 +1967,16 @@ static int call_waits(int fd, size_t len, int flags, int *nonblock)
 	return !*nonblock;
 }
 
+/* reset_once is the errno a failed data call reports, as Linux TCP reports
+ * a reset: ECONNRESET once, then EPIPE for a write and end of stream (0) for
+ * a read. The shim is where errors reach the application, so it counts. */
+static int reset_once(struct fdent *e, int err, int send)
+{
+	if (err != ECONNRESET || !atomic_exchange(&e->reset_told, 1))
+		return err;
+	return send ? EPIPE : 0;
+}
+
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (atomic_load(&e->kind) == K_CONNECTING &&
@@ -2042,9 +2056,10 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 		}
 		if (done)
 			return done;
-		if (n == -EPIPE && !(flags & MSG_NOSIGNAL))
+		int err = reset_once(e, (int)-n, 1);
+		if (err == EPIPE && !(flags & MSG_NOSIGNAL))
 			raise(SIGPIPE);
-		errno = (int)-n;
+		errno = err;
 		return -1;
 	}
 }
@@ -2130,8 +2145,10 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				return -1;
 			}
 			if (w < 0 && w > -SDP_FALLBACK) {
-				errno = -w;
-				return done ? (ssize_t)done : -1;
+				if (done)
+					return done;
+				errno = reset_once(e, -w, 0);
+				return errno ? -1 : 0;
 			}
 			if (w <= -SDP_FALLBACK) /* while waiting: the engine has let go of fd */
 				return done ? (ssize_t)done : after_fallback_recv(fd, e, w, iov, cnt, flags);
@@ -2139,8 +2156,8 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		}
 		if (done)
 			return done;
-		errno = (int)-n;
-		return -1;
+		errno = reset_once(e, (int)-n, 0);
+		return errno ? -1 : 0;
 	}
 }
 
@@ -2266,6 +2283,10 @@ EXPORT int listen(int fd, int backlog)
 	 * kernel spreads SDP connections over them as it spreads TCP's. */
 	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &rp, &rpl) == 0 && rp)
 		setsockopt(h, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+	if (e->rcvbuf)
+		real.setsockopt(h, SOL_SOCKET, SO_RCVBUF, &e->rcvbuf, sizeof e->rcvbuf);
+	if (e->sndbuf)
+		real.setsockopt(h, SOL_SOCKET, SO_SNDBUF, &e->sndbuf, sizeof e->sndbuf);
 	if (e->family == AF_INET6) {
 		int v;
 		socklen_t l = sizeof v;
@@ -3019,6 +3040,17 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 {
 	need_real();
 	struct fdent *e = ours(fd);
+	if (e && level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_SNDBUF) && val && len >= sizeof(int)) {
+		/* A listener's buffer sizes are its accepted sockets': its SDP
+		 * twin gets them too, now and when it is made (listen). */
+		int r = real.setsockopt(fd, level, name, val, len);
+		if (r == 0) {
+			*(name == SO_RCVBUF ? &e->rcvbuf : &e->sndbuf) = *(const int *)val;
+			if (atomic_load(&e->kind) == K_LISTEN && e->hidden >= 0)
+				real.setsockopt(e->hidden, level, name, val, len);
+		}
+		return r;
+	}
 	if (!e || level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK))
 		return real.setsockopt(fd, level, name, val, len);
 	if (!tcp_opt_kept(e, level, name)) {

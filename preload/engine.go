@@ -320,6 +320,49 @@ func unaliasLocked(c *sdpcore.Conn, fd int) bool {
 	return true
 }
 
+// exitFlushMax bounds how long an exiting process waits for its connections'
+// accepted bytes to reach the kernel.
+const exitFlushMax = 10 * time.Second
+
+// flushAtExit keeps an exiting process (exit(), a return from main) until
+// every byte its application's send() accepted is in the kernel, which then
+// delivers it as it delivers a TCP socket's after the process is gone; a
+// connection still open is closed first, as the kernel closes it at exit.
+// The wait ends after max: a peer that never reads would otherwise hold the
+// process (TCP would keep the bytes in the kernel instead). _exit() and
+// fatal signals do not come here.
+func flushAtExit(max time.Duration) {
+	mu.Lock()
+	open := make([]int, 0, len(conns))
+	for fd := range conns {
+		open = append(open, fd)
+	}
+	mu.Unlock()
+	for _, fd := range open {
+		closeConn(fd)
+	}
+	deadline := time.Now().Add(max)
+	for {
+		mu.Lock()
+		var waiting *sdpcore.Conn
+		for c := range lingering {
+			if !c.Handed() {
+				waiting = c
+				break
+			}
+		}
+		mu.Unlock()
+		if waiting == nil {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			logf(levelWarn, "exit: bytes still unsent after %v; the process exits without them", max)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func closeConn(fd int) {
 	mu.Lock()
 	delete(dead, fd)

@@ -292,6 +292,7 @@ func sdp_stats(buf *C.char, n C.int) (rc C.int) {
 //export sdp_engine_exit
 func sdp_engine_exit() (rc C.int) {
 	defer guard(-1, &rc)
+	flushAtExit(exitFlushMax)
 	stopStatsPublisher()
 	return 0
 }

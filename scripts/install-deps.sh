@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, demonstrating and testing libsdp needs on a Debian machine:
 # curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
-# the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk,
+# the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk, haproxy,
 # postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich),
 # and the Go modules named in go.mod. Idempotent and non-interactive: when everything is
 # present it only checks and returns. Go itself must already be installed (/usr/local/go).
@@ -32,6 +32,7 @@ declare -A need=(
 	[/usr/bin/memcslap]=libmemcached-tools
 	[/usr/sbin/nginx]=nginx
 	[wrk]=wrk
+	[/usr/sbin/haproxy]=haproxy
 	[/usr/lib/postgresql]=postgresql
 	[/usr/sbin/sshd]=openssh-server
 	[ssh]=openssh-client

@@ -103,7 +103,9 @@ type Conn struct {
 	patient bool
 	// reset: a write met the peer's reset while the peer's last bytes may
 	// still be unread; reads go on until they meet it too (flush).
-	reset   error
+	reset error
+	// rdShut: the application shut down reading (SHUT_RD).
+	rdShut  bool
 	request []byte // passive: the MPA Request we sent
 
 	// Credits (SDP buffer-copy flow control). Our messages carry MSeq 1, 2…;
@@ -778,7 +780,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		seg.Release()
 		return
 	}
-	last := seg.Last && c.msgHeld
+	last, segLast := seg.Last && c.msgHeld, seg.Last
 	if last {
 		c.msgHeld = false
 	}
@@ -793,7 +795,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 	c.edges++
 	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last})
 	c.rqBytes += len(payload)
-	c.onOOBPayload(payload, seg.Last)
+	c.onOOBPayload(payload, segLast) // seg is emptied above in separate buffering
 }
 
 // onHeader checks a message's BSDH and takes the credits it carries.

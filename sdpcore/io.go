@@ -88,6 +88,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		}
 		c.corked = true
 		n := c.queueEarly(bufs)
+		c.sendFullCorked(now)
 		if n == 0 {
 			c.corked = len(c.early) > 0
 			return 0, ErrWouldBlock
@@ -264,9 +265,29 @@ func (c *Conn) queueEarly(bufs [][]byte) int {
 	return n
 }
 
+// sendFullCorked sends the whole messages that a corked run already fills,
+// as TCP sends the full segments of data held by MSG_MORE or TCP_CORK: only
+// the tail that fills no message waits for the rest of the run (or corkMax).
+// A proxy that writes 16 KiB pieces with MSG_MORE otherwise filled the early
+// queue and waited corkMax for every 256 KiB.
+func (c *Conn) sendFullCorked(now time.Time) {
+	unit := c.peerBufSize - BSDHLen
+	if c.st != stEstablished || c.wrShutSent() || unit <= 0 || len(c.early) < unit {
+		return
+	}
+	full := len(c.early) / unit * unit
+	n := c.push([][]byte{c.early[:full]}, full, now, false)
+	c.stats.UserCopiesTx -= uint64(n) // counted when queued
+	c.early = c.early[n:]
+	if n > 0 {
+		_ = c.flush()
+	}
+}
+
 // drainEarly sends early (and corked) bytes as far as the mode allows.
 func (c *Conn) drainEarly(now time.Time) {
 	if c.corked && now.Before(c.corkUntil) {
+		c.sendFullCorked(now)
 		return
 	}
 	c.corked = false
@@ -461,7 +482,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 
 // recvEmpty is Recv's answer when nothing is queued.
 func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
-	if c.peerDis || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
+	if c.peerDis || c.rdShut || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
 		return 0, nil
 	}
 	if c.st == stFailed {
@@ -551,13 +572,13 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.st == stFailed {
 		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis || c.eof || (c.zw != nil && c.zw.done) {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {
 		ready |= EvPri
 	}
-	if c.peerDis || c.eof {
+	if c.peerDis || c.eof || c.rdShut {
 		ready |= EvRdHup
 	}
 	if c.eof || (c.peerDis && c.disSent) {
@@ -566,8 +587,8 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
 		(!c.fc.ring() || c.heldLen() < c.cfg.TxBacklog) {
 		ready |= EvOut
-	} else if c.st != stEstablished && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
-		ready |= EvOut // the early queue has room
+	} else if (c.st != stEstablished || c.corked) && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
+		ready |= EvOut // the early queue (or a corked run) has room
 	} else if c.wrShut || c.eof || c.reset != nil {
 		ready |= EvOut // a write will fail at once, as on TCP
 	}
@@ -605,6 +626,14 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 	defer c.mu.Unlock()
 	if c.fb != nil {
 		return c.fb
+	}
+	if rd {
+		// As TCP after SHUT_RD: a read with nothing queued returns end of
+		// stream at once, and the socket polls readable.
+		c.rdShut = true
+		c.changes++
+		c.edges++
+		c.wake()
 	}
 	if wr {
 		c.wrShut = true
@@ -666,6 +695,16 @@ func (c *Conn) Abort(now time.Time) {
 	}
 	c.releaseQueue()
 	c.releaseWaiter()
+}
+
+// Handed reports whether everything the application gave the connection,
+// and the DisConn of its close, is in the kernel, which delivers it without
+// this process: what an exiting process waits for (preload's exit flush).
+func (c *Conn) Handed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st == stFailed || c.fb != nil ||
+		(c.disSent && c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
 
 func (c *Conn) finished() bool {

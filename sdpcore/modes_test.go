@@ -317,6 +317,35 @@ func TestSendMoreCorks(t *testing.T) {
 	}
 }
 
+// TestSendMoreSendsFullMessages: a corked run that fills whole messages sends them at once, as
+// TCP sends the full segments of data held by MSG_MORE; only the tail waits for the run's end
+// (a proxy writing 16 KiB pieces with MSG_MORE waited corkMax for every 256 KiB).
+func TestSendMoreSendsFullMessages(t *testing.T) {
+	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1)
+			unit := cfg.BufSize - BSDHLen
+			data := randBytes(3*unit+unit/2, 7)
+			before := p.Stats().MsgsTx
+			for off := 0; off < len(data); off += 16 << 10 {
+				piece := data[off:min(off+16<<10, len(data))]
+				n, err := p.SendFlags([][]byte{piece}, SendMore, time.Now())
+				require.NoError(t, err)
+				require.Equal(t, len(piece), n)
+			}
+			require.GreaterOrEqual(t, p.Stats().MsgsTx-before, uint64(3), "the full messages of the run left at once")
+			n, err := p.Send([][]byte{[]byte("end")}, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 3, n)
+			got := readFor(t, a, len(data)+3, time.Now().Add(10*time.Second))
+			require.Equal(t, append(data, "end"...), got)
+		})
+	}
+}
+
 // TestCloseInEveryMode: half-close delivers everything and then end of
 // stream while the other direction still works; closing with unread data
 // resets the peer.

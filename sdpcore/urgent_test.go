@@ -30,11 +30,13 @@ func sendStr(t *testing.T, c *Conn, s string, flags SendFlags) {
 func urgentModes(t *testing.T, f func(t *testing.T, cfg Config)) {
 	for fc := FlowControl(0); fc < numFlowControls; fc++ {
 		for _, pr := range []Progress{ProgressInline, ProgressAsync} {
-			t.Run(fc.String()+"/"+pr.String(), func(t *testing.T) {
-				cfg := DefaultConfig()
-				cfg.FlowControl, cfg.Progress = fc, pr
-				f(t, cfg)
-			})
+			for _, bf := range []Buffering{BufIntegrated, BufSeparate} {
+				t.Run(fc.String()+"/"+pr.String()+"/"+bf.String(), func(t *testing.T) {
+					cfg := DefaultConfig()
+					cfg.FlowControl, cfg.Progress, cfg.Buffering = fc, pr, bf
+					f(t, cfg)
+				})
+			}
 		}
 	}
 }
