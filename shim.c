@@ -3090,6 +3090,21 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = sizeof(int);
 		return 0;
 	}
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->kind) == K_SDP &&
+	    e->engine_pid == my_pid() && val && len && *len >= sizeof(int)) {
+		/* The kernel's pending error, or the engine's (its own read may have
+		 * taken the kernel's): a reset read here is reported, as by TCP, so
+		 * later calls see EPIPE or end of stream (reset_once). */
+		int r = real.getsockopt(fd, level, name, val, len);
+		if (r == 0 && *(int *)val == 0) {
+			int64_t q = eng.query(fd, SDP_QUERY_ERROR);
+			if (q > 0 && (q != ECONNRESET || !atomic_load(&e->reset_told)))
+				*(int *)val = (int)q;
+		}
+		if (r == 0 && *(int *)val == ECONNRESET)
+			atomic_store(&e->reset_told, 1);
+		return r;
+	}
 	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
 		*(int *)val = e->so_error;
 		*len = sizeof(int);

@@ -119,6 +119,8 @@ typedef int64_t (*sdp_query_fn)(int fd, int what);
 #define SDP_QUERY_OUTQ 2
 /* SDP_QUERY_ATMARK: 1 when the next byte to read is the urgent byte (SIOCATMARK). */
 #define SDP_QUERY_ATMARK 3
+/* SDP_QUERY_ERROR: the errno the connection failed with, 0 while it works (SO_ERROR). */
+#define SDP_QUERY_ERROR 4
 /* After a fallback: moves into buf up to len of the bytes the application
  * had sent before it, which the shim sends first over TCP. Returns the
  * count, 0 when none are left. */

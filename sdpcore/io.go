@@ -570,7 +570,9 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}
 	if c.st == stFailed {
-		return (EvIn | EvOut | EvErr | EvHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
+		// As TCP after a reset: readable, writable, error, hang-up, and the
+		// peer's side shut (POLLRDHUP) for those who ask.
+		return (EvIn | EvOut | EvErr | EvHup | EvRdHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
 	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
 		ready |= EvIn

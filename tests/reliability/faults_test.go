@@ -100,7 +100,7 @@ func freePortPair(t *testing.T) int {
 
 // TestServerRestart kills the receiving server (SIGKILL) in the middle of a series of
 // connections and starts it again on the same port while the client keeps retrying refused
-// connects: every connection but the one cut by the kill completes intact.
+// connects: every connection but those cut by the kill completes intact.
 func TestServerRestart(t *testing.T) {
 	const conns = 30
 	dir := logDir(t)
@@ -124,7 +124,10 @@ func TestServerRestart(t *testing.T) {
 			failed++
 		}
 	}
-	assert.LessOrEqual(t, failed, 1, "only the connection cut by the kill fails:\n%s", strings.Join(sent, "\n"))
+	// The connection cut by the kill fails, and at most one more: the kernel closes a killed
+	// process's descriptors in order, the SDP listener (kept on a high descriptor) after the
+	// connection, so a retry can land in the dying listener's queue and be reset with it.
+	assert.LessOrEqual(t, failed, 2, "only the connections cut by the kill fail:\n%s", strings.Join(sent, "\n"))
 	assert.Empty(t, srv2.matching(regexp.MustCompile(`corrupt|short`)))
 	srv2.stopGently(10 * time.Second)
 	st := statsOf(t, dir, "client")
