@@ -336,6 +336,7 @@ struct fdent {
 	unsigned born_forks;     /* forks when the entry was made: one since means a child shares it */
 	int at_eof;              /* accepted on the SDP port already closed by the peer: plain, at EOF */
 	int patient;             /* its SDP port is proved P's owner's: no SDP_CONNECT_TIMEOUT */
+	unsigned owner_uid;      /* patient: the uid of P's listener, whom the connection must reach */
 	int rcvbuf, sndbuf;      /* SO_RCVBUF, SO_SNDBUF as the application set them; 0: never */
 	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
@@ -2168,6 +2169,21 @@ static inline int is_sdp_io(struct fdent *e)
 	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING;
 }
 
+/* peer_is_owner checks, for a connection to an SDP port the kernel vouched
+ * for (e->patient), that the socket that took it belongs to P's owner: the
+ * SDP port could have changed hands between trust_check and connect(). A
+ * connection that fails it is left before a byte is sent on it. */
+static int peer_is_owner(int fd, struct fdent *e)
+{
+	if (!e->patient)
+		return 1;
+	int r = trust_peer(fd, e->owner_uid);
+	if (r != 1)
+		logmsg(1, "fd %d: the socket that took the SDP connection is not port %d's owner's%s; using TCP",
+		       fd, e->app_port, r < 0 ? " (the kernel could not say)" : "");
+	return r == 1;
+}
+
 /* resolve_connecting finishes a non-blocking connect to an SDP port once the
  * kernel reports it done: success makes it K_ACTIVE, refusal reconnects to
  * the application's port over TCP. Returns 1 when resolved. */
@@ -2180,6 +2196,12 @@ static int resolve_connecting(int fd, struct fdent *e, short revents)
 	if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0)
 		err = errno;
 	if (err == 0) {
+		if (!peer_is_owner(fd, e)) {
+			int r = fallback(fd, e, SDP_REASON_UNTRUSTED);
+			if (r < 0 && errno != EINPROGRESS && !e->so_error)
+				e->so_error = errno;
+			return 1;
+		}
 		atomic_store(&e->kind, K_ACTIVE);
 		return 1;
 	}
@@ -2459,9 +2481,11 @@ static int over_conn_cap(void)
 static int trusted(int fd, struct fdent *e, const struct sockaddr *addr, int app_port)
 {
 	char detail[160];
-	switch (trust_check(addr, app_port, sdp_port(app_port), detail, sizeof detail)) {
+	unsigned uid = 0;
+	switch (trust_check(addr, app_port, sdp_port(app_port), detail, sizeof detail, &uid)) {
 	case TRUST_SDP:
 		e->patient = 1;
+		e->owner_uid = uid;
 		return SDP_REASON_NONE;
 	case TRUST_VOUCHED:
 		return SDP_REASON_NONE;
@@ -2539,6 +2563,8 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	sa_set_port((struct sockaddr *)&m, sdp_port(e->app_port));
 	int r = real.connect(fd, (struct sockaddr *)&m, len);
 	if (r == 0) {
+		if (!peer_is_owner(fd, e))
+			return fallback(fd, e, SDP_REASON_UNTRUSTED);
 		atomic_store(&e->kind, K_ACTIVE);
 		return 0;
 	}

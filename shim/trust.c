@@ -272,7 +272,7 @@ static unsigned twin_of(unsigned backlog)
 	return backlog ? backlog - 1 : 1;
 }
 
-int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n)
+int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n, unsigned *uid)
 {
 	uint8_t ip[16];
 	int v4 = addr16(dst, ip);
@@ -308,5 +308,61 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
 			 sdp_port, app_port, sl.backlog, twin_of(pl.backlog));
 		return TRUST_NOT_TWIN;
 	}
+	*uid = pl.uid;
 	return TRUST_SDP;
+}
+
+/* sockaddr16 is addr16 for a socket's own address, with its port. */
+static int sockaddr16(const struct sockaddr_storage *ss, uint8_t ip[16], int *port)
+{
+	if (ss->ss_family == AF_INET)
+		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	else if (ss->ss_family == AF_INET6)
+		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	else
+		return -1;
+	return addr16((const struct sockaddr *)ss, ip);
+}
+
+int trust_peer(int fd, unsigned uid)
+{
+	struct sockaddr_storage l, p;
+	socklen_t ll = sizeof l, pl = sizeof p;
+	uint8_t lip[16], pip[16];
+	int lport, pport;
+	if (syscall(SYS_getsockname, fd, &l, &ll) < 0 || syscall(SYS_getpeername, fd, &p, &pl) < 0)
+		return errno == ENOTCONN ? 0 : -1;
+	int v4 = sockaddr16(&p, pip, &pport);
+	if (v4 < 0 || sockaddr16(&l, lip, &lport) < 0)
+		return -1;
+	struct {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 r;
+	} q;
+	memset(&q, 0, sizeof q);
+	q.h.nlmsg_len = sizeof q;
+	q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	q.h.nlmsg_flags = NLM_F_REQUEST;
+	q.r.sdiag_family = v4 ? AF_INET : AF_INET6;
+	q.r.sdiag_protocol = IPPROTO_TCP;
+	q.r.idiag_states = ~0u;
+	/* The peer's socket, seen from its side: local is our peer, remote is us. */
+	q.r.id.idiag_sport = htons((uint16_t)pport);
+	q.r.id.idiag_dport = htons((uint16_t)lport);
+	memcpy(q.r.id.idiag_src, v4 ? pip + 12 : pip, v4 ? 4 : 16);
+	memcpy(q.r.id.idiag_dst, v4 ? lip + 12 : lip, v4 ? 4 : 16);
+	q.r.id.idiag_cookie[0] = q.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	int s = nl_open(NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	char buf[1024];
+	int error = 0;
+	int t = nl_ask(s, &q, sizeof q, buf, sizeof buf, &error);
+	syscall(SYS_close, s);
+	if (t == NLMSG_ERROR && error == ENOENT)
+		return 0;
+	if (t != SOCK_DIAG_BY_FAMILY)
+		return -1;
+	struct inet_diag_msg *m = NLMSG_DATA((struct nlmsghdr *)buf);
+	return m->idiag_uid == uid && ntohs(m->id.idiag_sport) == pport;
 }

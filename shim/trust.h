@@ -28,7 +28,13 @@ int trust_init(const char *spec, char *err, size_t errlen);
 /* trust_check says whether a connection to dst (any port) may go to the SDP
  * port sdp_port for the application port app_port. detail gets one line
  * for the log when the answer is not TRUST_SDP. */
-int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n);
+int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n, unsigned *uid);
+
+/* trust_peer says whether the socket at the other end of fd's connection, on
+ * this host, belongs to uid: 1 yes, 0 no (or gone), -1 when the kernel could
+ * not be asked. It closes the instant between trust_check and connect(): the
+ * connection is checked as made, before a byte is sent on it. */
+int trust_peer(int fd, unsigned uid);
 
 /* twin_backlog is the backlog an SDP twin listener uses beside a listener
  * that asked for backlog: it differs from the kernel's effective value for

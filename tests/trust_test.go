@@ -240,3 +240,35 @@ func startServerTCP(ctx context.Context, t *testing.T, shim, dir, logDir string,
 	t.Helper()
 	return startServerOn(ctx, t, shim, dir, logDir, port, false)
 }
+
+// TestTrustPeer: the check a client makes of the socket that took its connection to an SDP port
+// (shim/trust.c's trust_peer), against listeners of two users: it names the listener's owner and
+// no one else, so a port that changed hands between the check before connect() and connect()
+// itself is found before a byte is sent.
+func TestTrustPeer(t *testing.T) {
+	_, ctx := setup(t)
+	uid := squatterUID(t)
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "trustpeer")
+	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-D_GNU_SOURCE", "-I", root, "-o", bin,
+		filepath.Join(root, "tests", "c", "trustpeer.c"), filepath.Join(root, "shim", "trust.c")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, owner := range []uint32{0, uid} {
+		port := freePort(t)
+		sq := startSquatter(ctx, t, port, 8, owner)
+		require.Equal(t, "BOUND", sq.next(ctx, t))
+		got, err := exec.CommandContext(ctx, bin, strconv.Itoa(port), "0", strconv.Itoa(int(uid))).CombinedOutput()
+		require.NoError(t, err, "%s", got)
+		want := fmt.Sprintf("0 %s\n%d %s\n", yesNo(owner == 0), uid, yesNo(owner == uid))
+		assert.Equal(t, want, string(got), "listener of uid %d", owner)
+		assert.Equal(t, 1, sq.accepted(ctx, t), "the one connection reached the listener")
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

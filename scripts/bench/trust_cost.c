@@ -24,11 +24,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char detail[160] = "";
+	unsigned uid = 0;
 	int r = 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++)
-		r = trust_check((struct sockaddr *)&a, port, sport, detail, sizeof detail);
+		r = trust_check((struct sockaddr *)&a, port, sport, detail, sizeof detail, &uid);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
 	printf("trust_check %s:%d answer=%d us_per_check=%.2f %s\n", argv[1], port, r, us, detail);
