@@ -699,14 +699,17 @@ func (c *Conn) Abort(now time.Time) {
 	c.releaseWaiter()
 }
 
-// Handed reports whether everything the application gave the connection,
-// and the DisConn of its close, is in the kernel, which delivers it without
-// this process: what an exiting process waits for (preload's exit flush).
+// Handed reports whether every byte the application's sends accepted is in
+// the kernel, which delivers it without this process: what an exiting
+// process waits for (preload's exit flush). A DisConn still waiting for a
+// credit is not waited for: the kernel's FIN at exit reads as end of stream
+// too, and two processes exiting at once would each wait for the other's
+// credit. A peer that is gone (end of stream, failure) takes nothing more.
 func (c *Conn) Handed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st == stFailed || c.fb != nil ||
-		(c.disSent && c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
+	return c.st == stFailed || c.fb != nil || c.eof ||
+		(c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
 
 func (c *Conn) finished() bool {
