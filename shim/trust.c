@@ -208,16 +208,14 @@ static int is_local(const uint8_t ip[16], int v4)
 	return r->rtm_type == RTN_LOCAL;
 }
 
-struct listener {
-	int found;
-	unsigned uid, backlog;
-};
-
-/* who_listens asks sock_diag which listener a SYN to ip:port would reach in
- * this network namespace. It returns 0 (l->found says whether there is
- * one) or -1 when the kernel could not be asked. */
-static int who_listens(int s, const uint8_t ip[16], int v4, int port, struct listener *l)
+/* diag_socket asks sock_diag for the one TCP socket of this network namespace
+ * that the kernel would give a segment from rip:rport to lip:lport (rport 0:
+ * the listener a SYN to lip:lport would reach). It returns 1 with *m filled,
+ * 0 when there is none, or -1 when the kernel could not be asked. */
+static int diag_socket(int s, int v4, const uint8_t lip[16], int lport, const uint8_t rip[16], int rport,
+		       struct inet_diag_msg *m)
 {
+	static const uint8_t none[16];
 	struct {
 		struct nlmsghdr h;
 		struct inet_diag_req_v2 r;
@@ -228,26 +226,43 @@ static int who_listens(int s, const uint8_t ip[16], int v4, int port, struct lis
 	q.h.nlmsg_flags = NLM_F_REQUEST;
 	q.r.sdiag_family = v4 ? AF_INET : AF_INET6;
 	q.r.sdiag_protocol = IPPROTO_TCP;
-	q.r.idiag_states = 1u << 10; /* TCP_LISTEN */
-	q.r.id.idiag_sport = htons((uint16_t)port);
-	memcpy(q.r.id.idiag_src, v4 ? ip + 12 : ip, v4 ? 4 : 16);
+	q.r.idiag_states = ~0u;
+	q.r.id.idiag_sport = htons((uint16_t)lport);
+	q.r.id.idiag_dport = htons((uint16_t)rport);
+	memcpy(q.r.id.idiag_src, v4 ? lip + 12 : lip, v4 ? 4 : 16);
+	memcpy(q.r.id.idiag_dst, v4 ? (rip ? rip : none) + 12 : (rip ? rip : none), v4 ? 4 : 16);
 	q.r.id.idiag_cookie[0] = q.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	char buf[1024];
 	int error = 0;
 	int t = nl_ask(s, &q, sizeof q, buf, sizeof buf, &error);
-	memset(l, 0, sizeof *l);
 	if (t == NLMSG_ERROR && error == ENOENT)
 		return 0;
 	if (t != SOCK_DIAG_BY_FAMILY)
 		return -1;
-	struct inet_diag_msg *m = NLMSG_DATA((struct nlmsghdr *)buf);
+	memcpy(m, NLMSG_DATA((struct nlmsghdr *)buf), sizeof *m);
+	return 1;
+}
+
+struct listener {
+	int found;
+	unsigned uid, backlog;
+};
+
+/* who_listens asks which listener a SYN to ip:port would reach in this
+ * network namespace. It returns 0 (l->found says whether there is one) or
+ * -1 when the kernel could not be asked. */
+static int who_listens(int s, const uint8_t ip[16], int v4, int port, struct listener *l)
+{
+	struct inet_diag_msg m;
+	memset(l, 0, sizeof *l);
+	int r = diag_socket(s, v4, ip, port, NULL, 0, &m);
 	/* An established socket with this local port (a connection of ours to
 	 * it) can be found before the listener: only a listener counts. */
-	if (m->idiag_state != 10)
-		return 0;
+	if (r <= 0 || m.idiag_state != 10)
+		return r < 0 ? -1 : 0;
 	l->found = 1;
-	l->uid = m->idiag_uid;
-	l->backlog = m->idiag_wqueue;
+	l->uid = m.idiag_uid;
+	l->backlog = m.idiag_wqueue;
 	return 0;
 }
 
@@ -335,34 +350,14 @@ int trust_peer(int fd, unsigned uid)
 	int v4 = sockaddr16(&p, pip, &pport);
 	if (v4 < 0 || sockaddr16(&l, lip, &lport) < 0)
 		return -1;
-	struct {
-		struct nlmsghdr h;
-		struct inet_diag_req_v2 r;
-	} q;
-	memset(&q, 0, sizeof q);
-	q.h.nlmsg_len = sizeof q;
-	q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	q.h.nlmsg_flags = NLM_F_REQUEST;
-	q.r.sdiag_family = v4 ? AF_INET : AF_INET6;
-	q.r.sdiag_protocol = IPPROTO_TCP;
-	q.r.idiag_states = ~0u;
-	/* The peer's socket, seen from its side: local is our peer, remote is us. */
-	q.r.id.idiag_sport = htons((uint16_t)pport);
-	q.r.id.idiag_dport = htons((uint16_t)lport);
-	memcpy(q.r.id.idiag_src, v4 ? pip + 12 : pip, v4 ? 4 : 16);
-	memcpy(q.r.id.idiag_dst, v4 ? lip + 12 : lip, v4 ? 4 : 16);
-	q.r.id.idiag_cookie[0] = q.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
 	int s = nl_open(NETLINK_SOCK_DIAG);
 	if (s < 0)
 		return -1;
-	char buf[1024];
-	int error = 0;
-	int t = nl_ask(s, &q, sizeof q, buf, sizeof buf, &error);
+	/* The peer's socket, seen from its side: local is our peer, remote is us. */
+	struct inet_diag_msg m;
+	int r = diag_socket(s, v4, pip, pport, lip, lport, &m);
 	syscall(SYS_close, s);
-	if (t == NLMSG_ERROR && error == ENOENT)
-		return 0;
-	if (t != SOCK_DIAG_BY_FAMILY)
-		return -1;
-	struct inet_diag_msg *m = NLMSG_DATA((struct nlmsghdr *)buf);
-	return m->idiag_uid == uid && ntohs(m->id.idiag_sport) == pport;
+	if (r <= 0)
+		return r;
+	return m.idiag_uid == uid && ntohs(m.id.idiag_sport) == pport;
 }
