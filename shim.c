@@ -231,6 +231,17 @@ static void open_log(void)
 
 static void load_rules(const char *path);
 
+static int move_high(int fd);
+
+/* keep_trust_fd keeps shim/trust.c's sock_diag socket out of the
+ * application's way: a high descriptor that its close() leaves open. */
+static int keep_trust_fd(int fd)
+{
+	fd = move_high(fd);
+	keep_open(fd);
+	return fd;
+}
+
 static void read_config(void)
 {
 	const char *lv = getenv("SDP_LOG_LEVEL");
@@ -275,6 +286,7 @@ static void read_config(void)
 	char err[200];
 	if (trust_init(getenv("SDP_TRUST_REMOTE"), err, sizeof err) < 0)
 		logmsg(0, "%s", err);
+	trust_keep(keep_trust_fd);
 	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
 		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
 		return;
@@ -583,7 +595,6 @@ static int engine_path(char *out, size_t n)
  * memcached's workers) may no longer reach the engine's path (a build tree
  * in a home directory of mode 0700), but loads it through this descriptor. */
 static int engine_fd = -1;
-static int move_high(int fd);
 
 static void hold_engine(void)
 {

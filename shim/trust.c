@@ -24,6 +24,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,10 +149,13 @@ static int nl_open(int proto)
  * answer's payload type (or NLMSG_ERROR with *error set), or -1. */
 static int nl_ask(int s, void *req, size_t len, char *buf, size_t cap, int *error)
 {
+	static _Atomic uint32_t seqs;
+	struct nlmsghdr *qh = req;
+	qh->nlmsg_seq = ++seqs;
 	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
 	if (syscall(SYS_sendto, s, req, len, 0, &k, sizeof k) != (long)len)
 		return -1;
-	for (int tries = 0; tries < 4; tries++) {
+	for (int tries = 0; tries < 8; tries++) {
 		long n = syscall(SYS_recvfrom, s, buf, cap, 0, NULL, NULL);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -160,6 +164,8 @@ static int nl_ask(int s, void *req, size_t len, char *buf, size_t cap, int *erro
 		struct nlmsghdr *h = (struct nlmsghdr *)buf;
 		if (!NLMSG_OK(h, (unsigned long)n))
 			return -1;
+		if (h->nlmsg_seq != qh->nlmsg_seq)
+			continue; /* the answer to an earlier question left unread */
 		if (h->nlmsg_type == NLMSG_ERROR) {
 			*error = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
 			return NLMSG_ERROR;
@@ -167,6 +173,41 @@ static int nl_ask(int s, void *req, size_t len, char *buf, size_t cap, int *erro
 		return h->nlmsg_type;
 	}
 	return -1;
+}
+
+/* The sock_diag socket is opened once per process and kept (on a descriptor
+ * the shim protects, trust_keep): a connect() made when the process holds
+ * all the descriptors it may must not fail for want of one more. A child
+ * after fork opens its own (answers would go to either process); one that
+ * is no longer a sock_diag socket (closed around libc and reused) is
+ * replaced. Its users take diag_mu. */
+static int diag_fd = -1;
+static pid_t diag_pid;
+static pthread_mutex_t diag_mu = PTHREAD_MUTEX_INITIALIZER;
+static int (*keeper)(int fd);
+
+void trust_keep(int (*keep)(int fd))
+{
+	keeper = keep;
+}
+
+static int diag_get(void)
+{
+	pid_t me = (pid_t)syscall(SYS_getpid);
+	if (diag_fd >= 0 && diag_pid == me) {
+		int dom = 0, proto = 0;
+		socklen_t dl = sizeof dom, pl = sizeof proto;
+		if (syscall(SYS_getsockopt, diag_fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_NETLINK &&
+		    syscall(SYS_getsockopt, diag_fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) == 0 &&
+		    proto == NETLINK_SOCK_DIAG)
+			return diag_fd;
+	}
+	int s = nl_open(NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	diag_fd = keeper ? keeper(s) : s;
+	diag_pid = me;
+	return diag_fd;
 }
 
 /* is_local says whether ip is an address of this host in this network
@@ -298,13 +339,13 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
 		snprintf(detail, n, "another host, not in SDP_TRUST_REMOTE");
 		return TRUST_REMOTE;
 	}
-	int s = local < 0 ? -1 : nl_open(NETLINK_SOCK_DIAG);
+	pthread_mutex_lock(&diag_mu);
+	int s = local < 0 ? -1 : diag_get();
 	struct listener sl, pl;
 	int ok = s >= 0 && who_listens(s, ip, v4, sdp_port, &sl) == 0 &&
 		 (!sl.found || who_listens(s, ip, v4, app_port, &pl) == 0);
 	int err = errno;
-	if (s >= 0)
-		syscall(SYS_close, s);
+	pthread_mutex_unlock(&diag_mu);
 	if (!ok) {
 		snprintf(detail, n, "the kernel could not be asked who listens (%s)", strerror(err));
 		return TRUST_UNKNOWN;
@@ -350,13 +391,12 @@ int trust_peer(int fd, unsigned uid)
 	int v4 = sockaddr16(&p, pip, &pport);
 	if (v4 < 0 || sockaddr16(&l, lip, &lport) < 0)
 		return -1;
-	int s = nl_open(NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -1;
+	pthread_mutex_lock(&diag_mu);
+	int s = diag_get();
 	/* The peer's socket, seen from its side: local is our peer, remote is us. */
 	struct inet_diag_msg m;
-	int r = diag_socket(s, v4, pip, pport, lip, lport, &m);
-	syscall(SYS_close, s);
+	int r = s < 0 ? -1 : diag_socket(s, v4, pip, pport, lip, lport, &m);
+	pthread_mutex_unlock(&diag_mu);
 	if (r <= 0)
 		return r;
 	return m.idiag_uid == uid && ntohs(m.id.idiag_sport) == pport;

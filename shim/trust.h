@@ -36,6 +36,10 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
  * connection is checked as made, before a byte is sent on it. */
 int trust_peer(int fd, unsigned uid);
 
+/* trust_keep gives the checks a way to keep their own descriptor away from
+ * the application's (the shim moves it high and guards it from close()). */
+void trust_keep(int (*keep)(int fd));
+
 /* twin_backlog is the backlog an SDP twin listener uses beside a listener
  * that asked for backlog: it differs from the kernel's effective value for
  * the application's listener in the way trust_check looks for. */
