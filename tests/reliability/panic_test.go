@@ -26,15 +26,23 @@ func TestEnginePanic(t *testing.T) {
 			require.True(t, cli.wait(time.Minute), "the sender finished")
 			dones := srv.waitLines(doneRe, conns, 20*time.Second)
 			require.Len(t, dones, conns)
-			assert.Contains(t, dones[0], "DONE err=EIO", "the connection that met the panic gets EIO")
+			// The 20th call of the kind falls in whichever connection makes it (how many
+			// calls a transfer takes is the engine's business): that one gets EIO, every
+			// other one works.
+			hit := -1
+			for i, d := range dones {
+				if !strings.Contains(d, "DONE ok") {
+					require.Equal(t, -1, hit, "one connection met the panic: %q", dones)
+					hit = i
+				}
+			}
+			require.NotEqual(t, -1, hit, "a connection met the panic: %q", dones)
+			assert.Contains(t, dones[hit], "DONE err=EIO", "the connection that met the panic gets EIO")
 			// The descriptor stays open until the program closes it; its calls keep
 			// getting the error that ended its connection, not EBADF.
-			m := nextRe.FindStringSubmatch(dones[0])
-			require.NotNil(t, m, "the sink reports what the read after the error returned: %q", dones[0])
+			m := nextRe.FindStringSubmatch(dones[hit])
+			require.NotNil(t, m, "the sink reports what the read after the error returned: %q", dones[hit])
 			assert.Equal(t, "EIO", m[1], "the read after the panic")
-			for i, d := range dones[1:] {
-				assert.Contains(t, d, "DONE ok", "connection %d after the panic", i+1)
-			}
 			require.False(t, srv.exited(), "the program lives after the panic")
 			srv.stopGently(10 * time.Second)
 			st := statsOf(t, dir, "server")
