@@ -2181,18 +2181,22 @@ static inline int is_sdp_io(struct fdent *e)
 }
 
 /* peer_is_owner checks, for a connection to an SDP port the kernel vouched
- * for (e->patient), that the socket that took it belongs to P's owner: the
+ * for (e->patient), that the listener that took it belongs to P's owner: the
  * SDP port could have changed hands between trust_check and connect(). A
  * connection that fails it is left before a byte is sent on it. */
 static int peer_is_owner(int fd, struct fdent *e)
 {
 	if (!e->patient)
 		return 1;
+	/* Only a listener shown to be another user's is refused: one that is
+	 * gone right after the connection was made took nothing of ours. */
 	int r = trust_peer(fd, e->owner_uid);
-	if (r != 1)
-		logmsg(1, "fd %d: the socket that took the SDP connection is not port %d's owner's%s; using TCP",
-		       fd, e->app_port, r < 0 ? " (the kernel could not say)" : "");
-	return r == 1;
+	if (r == 0)
+		logmsg(1, "fd %d: the listener that took the SDP connection is not port %d's owner's; using TCP",
+		       fd, e->app_port);
+	else if (r < 0)
+		logmsg(3, "fd %d: the kernel could not name the listener that took the SDP connection", fd);
+	return r != 0;
 }
 
 /* resolve_connecting finishes a non-blocking connect to an SDP port once the

@@ -382,22 +382,25 @@ static int sockaddr16(const struct sockaddr_storage *ss, uint8_t ip[16], int *po
 
 int trust_peer(int fd, unsigned uid)
 {
-	struct sockaddr_storage l, p;
-	socklen_t ll = sizeof l, pl = sizeof p;
-	uint8_t lip[16], pip[16];
-	int lport, pport;
-	if (syscall(SYS_getsockname, fd, &l, &ll) < 0 || syscall(SYS_getpeername, fd, &p, &pl) < 0)
-		return errno == ENOTCONN ? 0 : -1;
+	/* The listener that took the connection, not the accepted socket: an
+	 * accepted socket takes the uid of the process that accepts it (a
+	 * worker that dropped privileges), while the listener keeps its
+	 * creator's, which is what trust_check compared with P's. */
+	struct sockaddr_storage p;
+	socklen_t pl = sizeof p;
+	uint8_t pip[16];
+	int pport;
+	if (syscall(SYS_getpeername, fd, &p, &pl) < 0)
+		return -1;
 	int v4 = sockaddr16(&p, pip, &pport);
-	if (v4 < 0 || sockaddr16(&l, lip, &lport) < 0)
+	if (v4 < 0)
 		return -1;
 	pthread_mutex_lock(&diag_mu);
 	int s = diag_get();
-	/* The peer's socket, seen from its side: local is our peer, remote is us. */
-	struct inet_diag_msg m;
-	int r = s < 0 ? -1 : diag_socket(s, v4, pip, pport, lip, lport, &m);
+	struct listener l;
+	int r = s < 0 ? -1 : who_listens(s, pip, v4, pport, &l);
 	pthread_mutex_unlock(&diag_mu);
-	if (r <= 0)
-		return r;
-	return m.idiag_uid == uid && ntohs(m.id.idiag_sport) == pport;
+	if (r < 0 || !l.found)
+		return -1;
+	return l.uid == uid;
 }

@@ -241,7 +241,7 @@ func startServerTCP(ctx context.Context, t *testing.T, shim, dir, logDir string,
 	return startServerOn(ctx, t, shim, dir, logDir, port, false)
 }
 
-// TestTrustPeer: the check a client makes of the socket that took its connection to an SDP port
+// TestTrustPeer: the check a client makes of the listener that took its connection to an SDP port
 // (shim/trust.c's trust_peer), against listeners of two users: it names the listener's owner and
 // no one else, so a port that changed hands between the check before connect() and connect()
 // itself is found before a byte is sent.

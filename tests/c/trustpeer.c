@@ -1,6 +1,6 @@
 /* trustpeer: connects to 127.0.0.1:PORT and prints what shim/trust.c's
  * trust_peer says of the socket that took the connection, for each UID
- * given: "UID yes" or "UID no" (TestTrustPeer).
+ * given, of the listener that took it: "UID yes" or "UID no" (TestTrustPeer).
  *
  *   trustpeer PORT UID...
  */
