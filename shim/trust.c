@@ -153,7 +153,11 @@ static int nl_ask(int s, void *req, size_t len, char *buf, size_t cap, int *erro
 	struct nlmsghdr *qh = req;
 	qh->nlmsg_seq = ++seqs;
 	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
-	if (syscall(SYS_sendto, s, req, len, 0, &k, sizeof k) != (long)len)
+	long w;
+	for (int tries = 0; (w = syscall(SYS_sendto, s, req, len, 0, &k, sizeof k)) < 0 && tries < 8; tries++)
+		if (errno != EINTR && errno != ENOBUFS && errno != EAGAIN)
+			break;
+	if (w != (long)len)
 		return -1;
 	for (int tries = 0; tries < 8; tries++) {
 		long n = syscall(SYS_recvfrom, s, buf, cap, 0, NULL, NULL);

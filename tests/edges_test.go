@@ -89,7 +89,9 @@ func TestEdges(t *testing.T) {
 					continue
 				}
 				c, crcErrors, _ := sumStats(t, dir, "edge")
-				assert.EqualValuesf(t, wantSDP, c.sdp, "%s, mode %s: connection ends over SDP", name, mode.name)
+				if !assert.EqualValuesf(t, wantSDP, c.sdp, "%s, mode %s: connection ends over SDP", name, mode.name) {
+					t.Logf("logs:\n%s", logs(dir))
+				}
 				assert.Zero(t, crcErrors)
 			}
 		})
