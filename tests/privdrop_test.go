@@ -22,7 +22,7 @@ const dropperPy = `
 import os, socket, sys
 uid = int(sys.argv[1])
 s = socket.socket()
-s.bind(("127.0.0.1", 0))
+s.bind(("127.0.0.1", int(sys.argv[2])))
 s.listen(8)
 os.setgroups([])
 os.setgid(uid)
@@ -61,7 +61,7 @@ func TestPrivilegeDrop(t *testing.T) {
 	hidden := filepath.Join(lib, "libsdp.so")
 	dumpLogsOnFailure(t, dir)
 
-	srv := exec.CommandContext(ctx, python, "-c", dropperPy, strconv.Itoa(int(uid)))
+	srv := exec.CommandContext(ctx, python, "-c", dropperPy, strconv.Itoa(int(uid)), strconv.Itoa(freePort(t)))
 	srv.Env = sdpEnv(hidden, filepath.Join(dir, "server.%p.log"))
 	srv.Dir = "/"
 	out, err := srv.StdoutPipe()
@@ -111,7 +111,7 @@ func readPort(ctx context.Context, t *testing.T, r io.Reader) int {
 const forkSharedPy = `
 import errno, os, socket, sys
 srv = socket.socket()
-srv.bind(("127.0.0.1", 0))
+srv.bind(("127.0.0.1", int(sys.argv[1])))
 srv.listen(4)
 if os.fork() == 0:
     a, _ = srv.accept()
@@ -140,7 +140,7 @@ func TestForkSharedPending(t *testing.T) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
-	cmd := exec.CommandContext(ctx, python, "-c", forkSharedPy)
+	cmd := exec.CommandContext(ctx, python, "-c", forkSharedPy, strconv.Itoa(freePort(t)))
 	cmd.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

@@ -28,9 +28,30 @@ def attempt(what, f):
         out(what, "error", err(e))
 
 
+def sdp_free_port():
+    """A port P, chosen by the kernel, whose SDP port (P + SDP_PORT_OFFSET, wrapped) is free
+    too: a preloaded listener on P needs both, and tests running side by side hold many ports
+    (an SDP port that is busy leaves the listener TCP only, which this suite is not about)."""
+    off = int(os.environ.get("SDP_PORT_OFFSET", "20000"))
+    for _ in range(500):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", ((port - 1024 + off) % 64512) + 1024))
+            return port
+        except OSError:
+            continue
+        finally:
+            probe.close()
+            s.close()
+    raise RuntimeError("no port whose SDP port is free")
+
+
 def listener(backlog=8):
     s = socket.socket()
-    s.bind(("127.0.0.1", 0))
+    s.bind(("127.0.0.1", sdp_free_port()))
     s.listen(backlog)
     return s
 

@@ -5,7 +5,7 @@ from edge import *
 
 a = socket.socket()
 a.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-a.bind(("127.0.0.1", 0))
+a.bind(("127.0.0.1", sdp_free_port()))
 a.listen(64)
 b = socket.socket()
 b.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
