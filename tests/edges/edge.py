@@ -49,6 +49,27 @@ def sdp_free_port():
     raise RuntimeError("no port whose SDP port is free")
 
 
+def read_to_end(sock):
+    """Everything sock receives until end of stream."""
+    got = b""
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            return got
+        got += d
+
+
+def connect_nonblocking(addr):
+    """A socket whose non-blocking connect to addr is under way (or done)."""
+    c = socket.socket()
+    c.setblocking(False)
+    try:
+        c.connect(addr)
+    except (BlockingIOError, InterruptedError):
+        pass
+    return c
+
+
 def listener(backlog=8):
     s = socket.socket()
     s.bind(("127.0.0.1", sdp_free_port()))

@@ -9,21 +9,9 @@ for x in (a, c):
     x.settimeout(10)
 c.sendall(b"question")
 c.shutdown(socket.SHUT_WR)
-got = b""
-while True:
-    d = a.recv(100)
-    if not d:
-        break
-    got += d
-out("server read", got)
+out("server read", read_to_end(a))
 a.sendall(b"answer")
 a.shutdown(socket.SHUT_WR)
-got = b""
-while True:
-    d = c.recv(100)
-    if not d:
-        break
-    got += d
-out("client read", got)
+out("client read", read_to_end(c))
 attempt("client send after both shut", lambda: c.send(b"late"))
 done()

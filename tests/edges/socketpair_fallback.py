@@ -4,12 +4,7 @@
 from edge import *
 
 lsock = listener(1)
-csock = socket.socket()
-csock.setblocking(False)
-try:
-    csock.connect(lsock.getsockname())
-except (BlockingIOError, InterruptedError):
-    pass
+csock = connect_nonblocking(lsock.getsockname())
 csock.setblocking(True)
 ssock, _ = lsock.accept()
 lsock.close()
