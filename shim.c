@@ -671,9 +671,14 @@ static inline pid_t my_pid(void)
 
 /* engine_usable says whether this process may use SDP: a process whose
  * parent loaded the engine inherits a Go runtime that did not survive fork. */
+static inline int engine_usable_by(pid_t me)
+{
+	return !engine_failed && (engine_pid == 0 || engine_pid == me);
+}
+
 static inline int engine_usable(void)
 {
-	return !engine_failed && (engine_pid == 0 || engine_pid == getpid());
+	return engine_usable_by(getpid());
 }
 
 /* ---- SIGURG for urgent data ---------------------------------------------
@@ -981,9 +986,10 @@ static void urg_wrap(void)
 
 static int load_engine(void)
 {
-	if (engine_pid == getpid())
+	pid_t me = getpid(); /* not my_pid(): a child forked around libc must not use its parent's engine */
+	if (engine_pid == me)
 		return 0;
-	if (!engine_usable())
+	if (!engine_usable_by(me))
 		return -1;
 	pthread_mutex_lock(&engine_mu);
 	int rc = 0;
@@ -1788,7 +1794,7 @@ static int attach_locked(int fd, struct fdent *e)
 		errno = -rc;
 		return -1;
 	}
-	e->engine_pid = getpid();
+	e->engine_pid = engine_pid; /* this process's: eng.attach needed it loaded */
 	atomic_store(&e->kind, K_SDP);
 	if (e->shared)
 		attach_siblings(fd);
@@ -2190,7 +2196,7 @@ static int peer_is_owner(int fd, struct fdent *e)
 		return 1;
 	/* Only a listener shown to be another user's is refused: one that is
 	 * gone right after the connection was made took nothing of ours. */
-	int r = trust_peer(fd, e->owner_uid);
+	int r = trust_peer((const struct sockaddr *)&e->dst, sdp_port(e->app_port), e->owner_uid);
 	if (r == 0)
 		logmsg(1, "fd %d: the listener that took the SDP connection is not port %d's owner's; using TCP",
 		       fd, e->app_port);

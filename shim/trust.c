@@ -25,10 +25,12 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -138,80 +140,168 @@ static int remote_trusted(const uint8_t ip[16], int v4)
 	return 0;
 }
 
-/* ---- netlink: one request, one answer ----------------------------------- */
+/* ---- netlink: questions and their answers -------------------------------- */
 
 static int nl_open(int proto)
 {
 	return (int)syscall(SYS_socket, AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, proto);
 }
 
-/* nl_ask sends one request and reads its answer into buf. It returns the
- * answer's payload type (or NLMSG_ERROR with *error set), or -1. */
-static int nl_ask(int s, void *req, size_t len, char *buf, size_t cap, int *error)
+static _Atomic uint32_t seqs;
+
+/* nl_send sends n requests, laid one after the other in req (len bytes in
+ * all), in one system call: the kernel answers each in turn. It numbers
+ * them from *first on. Returns 0, or -1 when they could not be sent. */
+static int nl_send(int s, char *req, size_t len, int n, uint32_t *first)
 {
-	static _Atomic uint32_t seqs;
-	struct nlmsghdr *qh = req;
-	qh->nlmsg_seq = ++seqs;
+	*first = atomic_fetch_add(&seqs, (uint32_t)n) + 1;
+	size_t off = 0;
+	for (int i = 0; i < n; i++) {
+		struct nlmsghdr *h = (struct nlmsghdr *)(req + off);
+		h->nlmsg_seq = *first + (uint32_t)i;
+		off += NLMSG_ALIGN(h->nlmsg_len);
+	}
 	struct sockaddr_nl k = { .nl_family = AF_NETLINK };
 	long w;
 	for (int tries = 0; (w = syscall(SYS_sendto, s, req, len, 0, &k, sizeof k)) < 0 && tries < 8; tries++)
 		if (errno != EINTR && errno != ENOBUFS && errno != EAGAIN)
 			break;
-	if (w != (long)len)
-		return -1;
-	for (int tries = 0; tries < 8; tries++) {
-		long n = syscall(SYS_recvfrom, s, buf, cap, 0, NULL, NULL);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < (long)sizeof(struct nlmsghdr))
-			return -1;
-		struct nlmsghdr *h = (struct nlmsghdr *)buf;
-		if (!NLMSG_OK(h, (unsigned long)n))
-			return -1;
-		if (h->nlmsg_seq != qh->nlmsg_seq)
-			continue; /* the answer to an earlier question left unread */
-		if (h->nlmsg_type == NLMSG_ERROR) {
-			*error = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
-			return NLMSG_ERROR;
+	return w == (long)len ? 0 : -1;
+}
+
+/* An answer: its payload type (or NLMSG_ERROR with error set), and the
+ * payload when it is one the caller asked about. */
+struct nl_answer {
+	int type, error;
+	char payload[sizeof(struct inet_diag_msg) > sizeof(struct rtmsg) ? sizeof(struct inet_diag_msg)
+									 : sizeof(struct rtmsg)];
+};
+
+/* nl_collect reads the answers to the n questions numbered from first on.
+ * The kernel answers a sock_diag or route question before the sendto that
+ * asked it returns, so nothing here waits: an answer that is not there
+ * (taken by a process that shares the socket) fails the question instead
+ * of hanging the caller. All n are read with one recvmmsg when nothing
+ * older is left unread. Returns 0 when every answer came, else -1. */
+static int nl_collect(int s, uint32_t first, int n, struct nl_answer *out)
+{
+	char bufs[2][1024];
+	int got = 0;
+	for (int i = 0; i < n; i++)
+		out[i].type = -1;
+	for (int tries = 0; got < n && tries < 8; tries++) {
+		struct mmsghdr mm[2];
+		struct iovec iov[2];
+		int want = n - got > 2 ? 2 : n - got;
+		memset(mm, 0, sizeof mm);
+		for (int i = 0; i < want; i++) {
+			iov[i] = (struct iovec){ bufs[i], sizeof bufs[i] };
+			mm[i].msg_hdr.msg_iov = &iov[i];
+			mm[i].msg_hdr.msg_iovlen = 1;
 		}
-		return h->nlmsg_type;
+		int r = (int)syscall(SYS_recvmmsg, s, mm, want, MSG_DONTWAIT, NULL);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		for (int i = 0; i < r; i++) {
+			long len = mm[i].msg_len;
+			struct nlmsghdr *h = (struct nlmsghdr *)bufs[i];
+			if (len < (long)sizeof *h || !NLMSG_OK(h, (unsigned long)len))
+				return -1;
+			uint32_t at = h->nlmsg_seq - first;
+			if (at >= (uint32_t)n || out[at].type != -1)
+				continue; /* the answer to an earlier question left unread */
+			got++;
+			out[at].type = h->nlmsg_type;
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				out[at].error = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+				continue;
+			}
+			size_t pl = h->nlmsg_len - NLMSG_HDRLEN;
+			memcpy(out[at].payload, NLMSG_DATA(h), pl < sizeof out[at].payload ? pl : sizeof out[at].payload);
+		}
 	}
-	return -1;
+	return got == n ? 0 : -1;
 }
 
 /* The sock_diag socket is opened once per process and kept (on a descriptor
  * the shim protects, trust_keep): a connect() made when the process holds
- * all the descriptors it may must not fail for want of one more. A child
- * after fork opens its own (answers would go to either process); one that
- * is no longer a sock_diag socket (closed around libc and reused) is
- * replaced. Its users take diag_mu. */
+ * all the descriptors it may must not fail for want of one more. It is
+ * known by its inode, which one fstat compares: a descriptor that no longer
+ * holds it (closed around libc and reused) is never written to, and a new
+ * socket replaces it. A child after fork gets its own on the same
+ * descriptor (trust_forked): answers would go to either process. Its users
+ * take diag_mu, which fork holds still. */
 static int diag_fd = -1;
-static pid_t diag_pid;
+static ino_t diag_ino;
 static pthread_mutex_t diag_mu = PTHREAD_MUTEX_INITIALIZER;
 static int (*keeper)(int fd);
 
-void trust_keep(int (*keep)(int fd))
+static int fstat_fd(int fd, struct stat *st)
 {
-	keeper = keep;
+#ifdef SYS_fstat
+	return (int)syscall(SYS_fstat, fd, st);
+#else
+	return (int)syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH);
+#endif
+}
+
+static int diag_open(void)
+{
+	struct stat st;
+	int s = nl_open(NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return -1;
+	if (fstat_fd(s, &st) < 0) {
+		syscall(SYS_close, s);
+		return -1;
+	}
+	diag_ino = st.st_ino;
+	return s;
 }
 
 static int diag_get(void)
 {
-	pid_t me = (pid_t)syscall(SYS_getpid);
-	if (diag_fd >= 0 && diag_pid == me) {
-		int dom = 0, proto = 0;
-		socklen_t dl = sizeof dom, pl = sizeof proto;
-		if (syscall(SYS_getsockopt, diag_fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_NETLINK &&
-		    syscall(SYS_getsockopt, diag_fd, SOL_SOCKET, SO_PROTOCOL, &proto, &pl) == 0 &&
-		    proto == NETLINK_SOCK_DIAG)
-			return diag_fd;
+	struct stat st;
+	if (diag_fd >= 0 && fstat_fd(diag_fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == diag_ino)
+		return diag_fd;
+	int s = diag_open();
+	if (s >= 0)
+		diag_fd = keeper ? keeper(s) : s;
+	return s < 0 ? -1 : diag_fd;
+}
+
+static void diag_prefork(void)
+{
+	pthread_mutex_lock(&diag_mu);
+}
+
+static void diag_parent(void)
+{
+	pthread_mutex_unlock(&diag_mu);
+}
+
+static void diag_child(void)
+{
+	if (diag_fd >= 0) {
+		/* The same descriptor, which the shim guards, with a socket of
+		 * the child's own; the parent's copy is closed by dup3. */
+		int s = diag_open();
+		if (s < 0 || syscall(SYS_dup3, s, diag_fd, O_CLOEXEC) < 0)
+			diag_ino = 0; /* asked again, diag_get opens another */
+		if (s >= 0)
+			syscall(SYS_close, s);
 	}
-	int s = nl_open(NETLINK_SOCK_DIAG);
-	if (s < 0)
-		return -1;
-	diag_fd = keeper ? keeper(s) : s;
-	diag_pid = me;
-	return diag_fd;
+	pthread_mutex_unlock(&diag_mu);
+}
+
+void trust_keep(int (*keep)(int fd))
+{
+	keeper = keep;
+	static int once;
+	if (!once++)
+		pthread_atfork(diag_prefork, diag_parent, diag_child);
 }
 
 /* is_local says whether ip is an address of this host in this network
@@ -241,51 +331,17 @@ static int is_local(const uint8_t ip[16], int v4)
 	int s = nl_open(NETLINK_ROUTE);
 	if (s < 0)
 		return -1;
-	char buf[1024];
-	int error = 0;
-	int t = nl_ask(s, &q, q.h.nlmsg_len, buf, sizeof buf, &error);
+	uint32_t first;
+	struct nl_answer a;
+	int r = nl_send(s, (char *)&q, q.h.nlmsg_len, 1, &first) == 0 ? nl_collect(s, first, 1, &a) : -1;
 	syscall(SYS_close, s);
-	if (t == NLMSG_ERROR)
-		return error == ENETUNREACH || error == EHOSTUNREACH ? 0 : -1;
-	if (t != RTM_NEWROUTE)
+	if (r < 0)
 		return -1;
-	struct rtmsg *r = NLMSG_DATA((struct nlmsghdr *)buf);
-	return r->rtm_type == RTN_LOCAL;
-}
-
-/* diag_socket asks sock_diag for the one TCP socket of this network namespace
- * that the kernel would give a segment from rip:rport to lip:lport (rport 0:
- * the listener a SYN to lip:lport would reach). It returns 1 with *m filled,
- * 0 when there is none, or -1 when the kernel could not be asked. */
-static int diag_socket(int s, int v4, const uint8_t lip[16], int lport, const uint8_t rip[16], int rport,
-		       struct inet_diag_msg *m)
-{
-	static const uint8_t none[16];
-	struct {
-		struct nlmsghdr h;
-		struct inet_diag_req_v2 r;
-	} q;
-	memset(&q, 0, sizeof q);
-	q.h.nlmsg_len = sizeof q;
-	q.h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-	q.h.nlmsg_flags = NLM_F_REQUEST;
-	q.r.sdiag_family = v4 ? AF_INET : AF_INET6;
-	q.r.sdiag_protocol = IPPROTO_TCP;
-	q.r.idiag_states = ~0u;
-	q.r.id.idiag_sport = htons((uint16_t)lport);
-	q.r.id.idiag_dport = htons((uint16_t)rport);
-	memcpy(q.r.id.idiag_src, v4 ? lip + 12 : lip, v4 ? 4 : 16);
-	memcpy(q.r.id.idiag_dst, v4 ? (rip ? rip : none) + 12 : (rip ? rip : none), v4 ? 4 : 16);
-	q.r.id.idiag_cookie[0] = q.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
-	char buf[1024];
-	int error = 0;
-	int t = nl_ask(s, &q, sizeof q, buf, sizeof buf, &error);
-	if (t == NLMSG_ERROR && error == ENOENT)
-		return 0;
-	if (t != SOCK_DIAG_BY_FAMILY)
+	if (a.type == NLMSG_ERROR)
+		return a.error == ENETUNREACH || a.error == EHOSTUNREACH ? 0 : -1;
+	if (a.type != RTM_NEWROUTE)
 		return -1;
-	memcpy(m, NLMSG_DATA((struct nlmsghdr *)buf), sizeof *m);
-	return 1;
+	return ((struct rtmsg *)a.payload)->rtm_type == RTN_LOCAL;
 }
 
 struct listener {
@@ -293,21 +349,52 @@ struct listener {
 	unsigned uid, backlog;
 };
 
-/* who_listens asks which listener a SYN to ip:port would reach in this
- * network namespace. It returns 0 (l->found says whether there is one) or
- * -1 when the kernel could not be asked. */
-static int who_listens(int s, const uint8_t ip[16], int v4, int port, struct listener *l)
+/* who_listens asks which listeners a SYN to ip:ports[i] would reach in this
+ * network namespace, for n (at most 2) ports, in one question to the
+ * kernel: exact sock_diag look-ups, sent together and answered together.
+ * It returns 0 (l[i].found says whether there is one) or -1 when the kernel
+ * could not be asked. */
+static int who_listens(int s, const uint8_t ip[16], int v4, const int *ports, int n, struct listener *l)
 {
-	struct inet_diag_msg m;
-	memset(l, 0, sizeof *l);
-	int r = diag_socket(s, v4, ip, port, NULL, 0, &m);
-	/* An established socket with this local port (a connection of ours to
-	 * it) can be found before the listener: only a listener counts. */
-	if (r <= 0 || m.idiag_state != 10)
-		return r < 0 ? -1 : 0;
-	l->found = 1;
-	l->uid = m.idiag_uid;
-	l->backlog = m.idiag_wqueue;
+	struct diag_req {
+		struct nlmsghdr h;
+		struct inet_diag_req_v2 r;
+	} q[2];
+	memset(q, 0, sizeof q);
+	for (int i = 0; i < n; i++) {
+		q[i].h.nlmsg_len = sizeof q[i];
+		q[i].h.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+		q[i].h.nlmsg_flags = NLM_F_REQUEST;
+		q[i].r.sdiag_family = v4 ? AF_INET : AF_INET6;
+		q[i].r.sdiag_protocol = IPPROTO_TCP;
+		q[i].r.idiag_states = ~0u;
+		q[i].r.id.idiag_sport = htons((uint16_t)ports[i]);
+		memcpy(q[i].r.id.idiag_src, v4 ? ip + 12 : ip, v4 ? 4 : 16);
+		q[i].r.id.idiag_cookie[0] = q[i].r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	}
+	_Static_assert(sizeof(struct diag_req) == NLMSG_ALIGN(sizeof(struct diag_req)), "requests laid end to end");
+	uint32_t first;
+	struct nl_answer a[2];
+	if (nl_send(s, (char *)q, n * sizeof q[0], n, &first) < 0 || nl_collect(s, first, n, a) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		memset(&l[i], 0, sizeof l[i]);
+		if (a[i].type == NLMSG_ERROR && a[i].error == ENOENT)
+			continue;
+		if (a[i].type != SOCK_DIAG_BY_FAMILY) {
+			errno = a[i].type == NLMSG_ERROR ? a[i].error : EPROTO;
+			return -1;
+		}
+		struct inet_diag_msg *m = (struct inet_diag_msg *)a[i].payload;
+		/* An established socket with this local port (a connection of
+		 * ours to it) can be found before the listener: only a listener
+		 * counts. */
+		if (m->idiag_state != 10)
+			continue;
+		l[i].found = 1;
+		l[i].uid = m->idiag_uid;
+		l[i].backlog = m->idiag_wqueue;
+	}
 	return 0;
 }
 
@@ -345,10 +432,10 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
 	}
 	pthread_mutex_lock(&diag_mu);
 	int s = local < 0 ? -1 : diag_get();
-	struct listener sl, pl;
-	int ok = s >= 0 && who_listens(s, ip, v4, sdp_port, &sl) == 0 &&
-		 (!sl.found || who_listens(s, ip, v4, app_port, &pl) == 0);
+	struct listener l[2];
+	int ok = s >= 0 && who_listens(s, ip, v4, (const int[]){ sdp_port, app_port }, 2, l) == 0;
 	int err = errno;
+	struct listener sl = l[0], pl = l[1];
 	pthread_mutex_unlock(&diag_mu);
 	if (!ok) {
 		snprintf(detail, n, "the kernel could not be asked who listens (%s)", strerror(err));
@@ -372,37 +459,18 @@ int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *de
 	return TRUST_SDP;
 }
 
-/* sockaddr16 is addr16 for a socket's own address, with its port. */
-static int sockaddr16(const struct sockaddr_storage *ss, uint8_t ip[16], int *port)
-{
-	if (ss->ss_family == AF_INET)
-		*port = ntohs(((const struct sockaddr_in *)ss)->sin_port);
-	else if (ss->ss_family == AF_INET6)
-		*port = ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-	else
-		return -1;
-	return addr16((const struct sockaddr *)ss, ip);
-}
-
-int trust_peer(int fd, unsigned uid)
+int trust_peer(const struct sockaddr *dst, int sdp_port, unsigned uid)
 {
 	/* The listener that took the connection, not the accepted socket: an
 	 * accepted socket takes the uid of the process that accepts it (a
 	 * worker that dropped privileges), while the listener keeps its
 	 * creator's, which is what trust_check compared with P's. */
-	struct sockaddr_storage p;
-	socklen_t pl = sizeof p;
-	uint8_t pip[16];
-	int pport;
-	if (syscall(SYS_getpeername, fd, &p, &pl) < 0)
-		return -1;
-	int v4 = sockaddr16(&p, pip, &pport);
-	if (v4 < 0)
-		return -1;
+	uint8_t ip[16];
+	int v4 = addr16(dst, ip);
 	pthread_mutex_lock(&diag_mu);
 	int s = diag_get();
 	struct listener l;
-	int r = s < 0 ? -1 : who_listens(s, pip, v4, pport, &l);
+	int r = s < 0 ? -1 : who_listens(s, ip, v4, &sdp_port, 1, &l);
 	pthread_mutex_unlock(&diag_mu);
 	if (r < 0 || !l.found)
 		return -1;

@@ -30,15 +30,17 @@ int trust_init(const char *spec, char *err, size_t errlen);
  * for the log when the answer is not TRUST_SDP. */
 int trust_check(const struct sockaddr *dst, int app_port, int sdp_port, char *detail, size_t n, unsigned *uid);
 
-/* trust_peer says whether the listener that took fd's connection, on this
- * host, belongs to uid: 1 yes, 0 it is another user's, -1 when it cannot be
- * told (it is gone). It closes the instant between trust_check and
- * connect(), in which the SDP port could change hands: the connection is
- * checked as made, before a byte is sent on it. */
-int trust_peer(int fd, unsigned uid);
+/* trust_peer says whether the listener on dst's host at sdp_port, which
+ * has just taken a connection that trust_check let go there, belongs to
+ * uid: 1 yes, 0 it is another user's, -1 when it cannot be told (it is
+ * gone). It closes the instant between trust_check and connect(), in which
+ * the SDP port could change hands: the connection is checked as made,
+ * before a byte is sent on it. */
+int trust_peer(const struct sockaddr *dst, int sdp_port, unsigned uid);
 
 /* trust_keep gives the checks a way to keep their own descriptor away from
- * the application's (the shim moves it high and guards it from close()). */
+ * the application's (the shim moves it high and guards it from close()),
+ * and has a child after fork() use a socket of its own on it. */
 void trust_keep(int (*keep)(int fd));
 
 /* twin_backlog is the backlog an SDP twin listener uses beside a listener

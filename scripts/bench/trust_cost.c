@@ -1,6 +1,6 @@
 /* trust_cost: what shim/trust.c's checks cost a connection: N checks of
  * ADDR:PORT (its SDP port SPORT) before connect() in a row, then N checks of
- * the socket that took a connection to SPORT; microseconds per check.
+ * the listener that took a connection to SPORT; microseconds per check.
  *
  *   trust_cost ADDR PORT SPORT [N=10000]
  */
@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 	double us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
 	printf("trust_check %s:%d answer=%d us_per_check=%.2f %s\n", argv[1], port, r, us, detail);
 
-	/* The check after connect(): of the socket that took a connection to SPORT. */
+	/* The check after connect(): of the listener that took a connection to SPORT. */
 	struct sockaddr_in s = a;
 	s.sin_port = htons(sport);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -47,7 +47,7 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++)
-		r = trust_peer(fd, uid);
+		r = trust_peer((struct sockaddr *)&a, sport, uid);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	us = ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) / 1e3 / n;
 	printf("trust_peer %s:%d answer=%d us_per_check=%.2f\n", argv[1], sport, r, us);

@@ -1,6 +1,6 @@
 /* trustpeer: connects to 127.0.0.1:PORT and prints what shim/trust.c's
- * trust_peer says of the socket that took the connection, for each UID
- * given, of the listener that took it: "UID yes" or "UID no" (TestTrustPeer).
+ * trust_peer says, for each UID given, of the listener that took the
+ * connection: "UID yes" or "UID no" (TestTrustPeer).
  *
  *   trustpeer PORT UID...
  */
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 2; i < argc; i++) {
-		int r = trust_peer(fd, (unsigned)strtoul(argv[i], NULL, 10));
+		int r = trust_peer((struct sockaddr *)&a, atoi(argv[1]), (unsigned)strtoul(argv[i], NULL, 10));
 		printf("%s %s\n", argv[i], r == 1 ? "yes" : r == 0 ? "no" : "unknown");
 	}
 	close(fd);
