@@ -122,15 +122,16 @@ type Conn struct {
 	freed         int // buffers the application emptied since then
 
 	// Receive: payload pieces in arrival order.
-	rq      []piece
-	rqHead  int
-	rqBytes int
-	rxOut   uint64 // bytes the application has read (or skipped), all time
-	urg     urgent // urgent data (MSG_OOB)
-	inMsg   bool   // inside a multi-segment message
-	inData  bool   // … which is a Data message
-	msgLeft int    // bytes of it still to come
-	msgHeld bool   // it holds a buffer until its payload is read
+	rq       []piece
+	rqHead   int
+	rqBytes  int
+	rxOut    uint64 // bytes the application has read (or skipped), all time
+	urg      urgent // urgent data (MSG_OOB)
+	inMsg    bool   // inside a multi-segment message
+	inData   bool   // … which is a Data message
+	msgLeft  int    // bytes of it still to come
+	msgHeld  bool   // it holds a buffer until its payload is read
+	msgFrees bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
 
 	wrShut      bool // DisConn queued (shutdown SHUT_WR or close)
 	disSent     bool
@@ -773,6 +774,9 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		if seg.Last && c.msgHeld {
 			c.msgHeld = false
 			c.posted++
+			if c.msgFrees {
+				c.freed++
+			}
 		}
 		if c.inData && seg.Last {
 			c.onOOBPayload(nil, true)
@@ -820,6 +824,12 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 	c.peerAck, c.peerBufs = h.MSeqAck(), int(h.Bufs())
 	c.stats.MsgsRx++
 	c.inMsg, c.msgLeft, c.msgHeld = true, int(h.Len()), credit
+	// Only a credit update (an empty Data message) never asks for credits
+	// back: two peers would otherwise answer each other's updates for ever.
+	// A sink that reads a large SrcAvail in small pieces sends one
+	// RdmaRdCompl per piece, and a source that only waits must return
+	// those buffers or the sink runs out of credits half-way.
+	c.msgFrees = h.MID() != MIDData
 	if credit {
 		c.posted--
 	}
@@ -872,9 +882,10 @@ func (c *Conn) releaseQueue() {
 
 // maybeReturnCredits sends a credit update when the application has
 // emptied buffers the peer does not know about yet: half of them, or any
-// once the peer is down to its last credit. Only buffers emptied by reading
-// data count, never ones a credit update used: otherwise two peers would
-// answer each other's updates for ever. With at least four buffers a side
+// once the peer is down to its last credit. Buffers emptied by reading
+// data count, and ones that other messages without data used (msgFrees),
+// never ones a credit update used: otherwise two peers would answer each
+// other's updates for ever. With at least four buffers a side
 // that only receives never leaves the sender short: each update costs the
 // sender one buffer until its next message acknowledges it.
 func (c *Conn) maybeReturnCredits() {

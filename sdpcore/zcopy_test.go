@@ -97,6 +97,22 @@ func TestZCopy(t *testing.T) {
 			}
 			require.GreaterOrEqual(t, copies+direct, uint64(total))
 		})
+		t.Run(fc.String()+"/small-reads", func(t *testing.T) {
+			// A blocking sender of 2 MiB and a blocking reader of 64 KiB at
+			// a time: one RDMA Read and one RdmaRdCompl per call, 32 in
+			// all, twice the sender's receive buffers, while the sender
+			// only waits. It must return the buffers those messages used
+			// (it stalled at 17 reads when only data counted).
+			data := randBytes(2<<20, 12)
+			a, p, until := zcopyPair(t, fc)
+			done := make(chan error, 1)
+			go func() { done <- sendWait(t, p, data, until) }()
+			got, err := recvN(t, a, len(data), 64<<10, RecvWait, until)
+			require.NoError(t, err, "after %d bytes\nactive:  %v\npassive: %v", len(got), a, p)
+			require.NoError(t, <-done)
+			require.Equal(t, -1, firstDiff(data, got))
+			require.Greater(t, p.Stats().ZCopyTx, uint64(16*64<<10), "more pieces read than the sender has buffers")
+		})
 		t.Run(fc.String()+"/sendsm", func(t *testing.T) {
 			a, p, until := zcopyPair(t, fc)
 			done := make(chan error, 1)
