@@ -400,11 +400,17 @@ func TestSdpRunCannotPreload(t *testing.T) {
 // dpkgLockRe matches dpkg's complaint when another package manager holds its lock.
 var dpkgLockRe = regexp.MustCompile(`locked by another process`)
 
+// debTimeout bounds TestDebPackage; dpkgLockWait bounds each wait for dpkg's lock.
+const (
+	debTimeout   = 6 * time.Minute
+	dpkgLockWait = 2 * time.Minute
+)
+
 // dpkg runs dpkg; while another package manager holds dpkg's lock (dpkg itself does not wait),
-// it tries again each second, for at most 5 minutes.
+// it tries again each second, for at most dpkgLockWait.
 func dpkg(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(dpkgLockWait)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -456,7 +462,11 @@ func cachedLibsdp(ctx context.Context, t *testing.T, libDir string) bool {
 // a server preloaded that way and a client run by /usr/bin/sdp_run talk over SDP with the
 // installed objects; dpkg --purge removes every file again.
 func TestDebPackage(t *testing.T) {
-	_, ctx := setup(t)
+	setup(t)
+	// Longer than caseTimeout: building the package and lintian take 20 s on an idle machine
+	// and 100 s on a loaded one, and dpkg may have to wait for another package manager.
+	ctx, cancel := context.WithTimeout(context.Background(), debTimeout)
+	t.Cleanup(cancel)
 	root := repoRoot(t)
 	out, err := exec.CommandContext(ctx, "dpkg-architecture", "-qDEB_HOST_MULTIARCH").Output()
 	require.NoError(t, err, "dpkg-architecture (dpkg-dev) is missing: run make deps")
@@ -481,7 +491,7 @@ func TestDebPackage(t *testing.T) {
 	assert.NotRegexp(t, `(?m)^E: `, built, "lintian errors")
 
 	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+		cctx, cancel := context.WithTimeout(context.Background(), dpkgLockWait+time.Minute)
 		defer cancel()
 		if out, err := dpkg(cctx, t, "--purge", "libsdp"); err != nil {
 			t.Errorf("cleaning up: %v\n%s", err, out)
