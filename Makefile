@@ -5,6 +5,10 @@
 #   make test     everything CI runs
 #   make compat   the compatibility suite (tests/compat): real programs over SDP
 #   make bench    the benchmarks against plain TCP (results/, git-ignored; BENCH_QUICK=1: short)
+#   make install  the libraries in $(PREFIX)/lib, sdpstat and sdp_run in $(PREFIX)/bin, the sample
+#                 rules file and manual pages in $(PREFIX)/share (PREFIX=/usr/local; DESTDIR honoured)
+#   make uninstall  removes what make install installed (same PREFIX and DESTDIR)
+#   make deb      build/libsdp_<version>_<arch>.deb (scripts/deb.sh), checked by lintian
 
 GO      ?= go
 CC      ?= gcc
@@ -17,22 +21,38 @@ export PATH := $(PATH):/usr/local/go/bin
 GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
-.PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz compat bench clean
+# Where make install puts things. LIBDIR may be a multiarch directory (make deb installs with
+# PREFIX=/usr LIBDIR=/usr/lib/<triplet>); sdp_run finds libsdp.so through LIBDIR's path
+# relative to BINDIR, so an installed tree can move as a whole (a DESTDIR staging tree runs too).
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+DOCDIR  ?= $(PREFIX)/share/doc/libsdp
+MANDIR  ?= $(PREFIX)/share/man
+INSTALL ?= install
+
+.PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz compat bench clean \
+	install uninstall deb
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
+# The SONAMEs (the file names) let ldconfig and Debian's tools treat the two objects as the
+# shared libraries they are once installed in a library directory.
 SHIM_SRC := shim.c $(wildcard shim/*.c)
-$(BUILD)/libsdp.so: $(SHIM_SRC) $(wildcard shim/*.h) shim.map preload/abi.h | $(BUILD)
-	$(CC) $(SHIM_CFLAGS) -I. -shared -Wl,--version-script=shim.map -o $@ $(SHIM_SRC) -ldl -lpthread
+$(BUILD)/libsdp.so: $(SHIM_SRC) $(wildcard shim/*.h) shim.map preload/abi.h Makefile | $(BUILD)
+	$(CC) $(SHIM_CFLAGS) -I. -shared -Wl,-soname,libsdp.so -Wl,--version-script=shim.map -o $@ $(SHIM_SRC) -ldl -lpthread
 
 # asyncpreemptoff=1: Go's threads would otherwise unblock SIGURG (its preemption signal) and
 # swallow the application's own SIGURG: PostgreSQL wakes its backends with SIGURG read from a
 # signalfd, with the signal blocked, and lost wake-ups cut pgbench to a tenth.
 $(BUILD)/libsdp-engine.so: $(GO_SRC) preload/abi.h Makefile | $(BUILD)
-	$(GO) build -buildmode=c-shared -ldflags=-X=runtime.godebugDefault=asyncpreemptoff=1 -o $@ ./preload
+	$(GO) build -buildmode=c-shared \
+		-ldflags='-X=runtime.godebugDefault=asyncpreemptoff=1 -extldflags=-Wl,-soname,libsdp-engine.so' \
+		-o $@ ./preload
 
-$(BUILD)/sdpstat: $(SDPSTAT_SRC) | $(BUILD)
-	$(GO) build -o $@ ./cmd/sdpstat
+# A position-independent executable, with its relocations read-only after start (RELRO).
+$(BUILD)/sdpstat: $(SDPSTAT_SRC) Makefile | $(BUILD)
+	$(GO) build -buildmode=pie -o $@ ./cmd/sdpstat
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -46,7 +66,7 @@ demo: deps all
 check:
 	@test -z "$$(gofmt -l iwarp sdpcore preload internal cmd tests)" || { gofmt -l iwarp sdpcore preload internal cmd tests; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
-	bash -n scripts/*.sh
+	bash -n scripts/*.sh scripts/sdp_run
 
 gotest: all
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /tests/reliability)
@@ -85,6 +105,36 @@ compat: deps all
 	bash tests/compat/run.sh
 
 test: deps all check gotest reliability matrix wirecheck fuzz compat
+
+# The libraries are installed without the execute bit (Debian's rule for shared objects; the
+# loader needs only read access). /etc/libsdp.conf is never written: a rules file there changes
+# every preloaded program, so the sample goes to DOCDIR for the administrator to copy.
+install: all
+	$(INSTALL) -d "$(DESTDIR)$(LIBDIR)" "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(MANDIR)/man1"
+	$(INSTALL) -m 0644 $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so "$(DESTDIR)$(LIBDIR)/"
+	$(INSTALL) -m 0755 $(BUILD)/sdpstat "$(DESTDIR)$(BINDIR)/sdpstat"
+	rel=$$(realpath -m --relative-to="$(BINDIR)" "$(LIBDIR)") && \
+	sed "s|^libdir_rel=.*|libdir_rel=$$rel|" scripts/sdp_run >"$(DESTDIR)$(BINDIR)/sdp_run" && \
+	grep -qx "libdir_rel=$$rel" "$(DESTDIR)$(BINDIR)/sdp_run" && \
+	chmod 0755 "$(DESTDIR)$(BINDIR)/sdp_run"
+	$(INSTALL) -m 0644 docs/libsdp.conf.example "$(DESTDIR)$(DOCDIR)/libsdp.conf.example"
+	$(INSTALL) -m 0644 docs/sdp_run.1 docs/sdpstat.1 "$(DESTDIR)$(MANDIR)/man1/"
+	@# LD_PRELOAD=libsdp.so (a name without a directory) finds the library in /usr/local/lib
+	@# through the loader's cache only.
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then \
+		echo ldconfig; ldconfig; fi
+
+uninstall:
+	rm -f "$(DESTDIR)$(LIBDIR)/libsdp.so" "$(DESTDIR)$(LIBDIR)/libsdp-engine.so" \
+		"$(DESTDIR)$(BINDIR)/sdpstat" "$(DESTDIR)$(BINDIR)/sdp_run" \
+		"$(DESTDIR)$(DOCDIR)/libsdp.conf.example" \
+		"$(DESTDIR)$(MANDIR)/man1/sdp_run.1" "$(DESTDIR)$(MANDIR)/man1/sdpstat.1"
+	@if [ -d "$(DESTDIR)$(DOCDIR)" ]; then rmdir --ignore-fail-on-non-empty "$(DESTDIR)$(DOCDIR)"; fi
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" -eq 0 ] && command -v ldconfig >/dev/null; then \
+		echo ldconfig; ldconfig; fi
+
+deb: all
+	bash scripts/deb.sh
 
 bench: all
 	bash scripts/install-bench-deps.sh

@@ -2,9 +2,10 @@
 # Installs what building, demonstrating and testing libsdp needs on a Debian machine:
 # curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
 # the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk, haproxy,
-# postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich),
-# and the Go modules named in go.mod. Idempotent and non-interactive: when everything is
-# present it only checks and returns. Go itself must already be installed (/usr/local/go).
+# postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich), the Debian packaging tools
+# make deb uses (dpkg-dev, binutils, lintian), and the Go modules named in go.mod.
+# Idempotent and non-interactive: when everything is present it only checks and returns.
+# Go itself must already be installed (/usr/local/go).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,6 +45,10 @@ declare -A need=(
 	[strace]=strace
 	# the reliability tests: packet loss inside the test's network namespaces
 	[/usr/sbin/nft]=nftables
+	# make deb (scripts/deb.sh) and its test: assembling, stripping and checking the package
+	[dpkg-gencontrol]=dpkg-dev
+	[strip]=binutils
+	[lintian]=lintian
 )
 
 missing=()
