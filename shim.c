@@ -2694,12 +2694,19 @@ EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int fl
 	return recvfrom(fd, buf, n, flags, addr, alen);
 }
 
+static int pass_out(const struct msghdr *msg);
+static void pass_in(const struct msghdr *msg);
+
 EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
-		return real.recvmsg(fd, msg, flags);
+	if (!e || !is_sdp_io(e)) {
+		ssize_t r = real.recvmsg(fd, msg, flags);
+		if (r >= 0 && msg->msg_controllen)
+			pass_in(msg); /* descriptors passed by another process (SCM_RIGHTS) */
+		return r;
+	}
 	if (msg->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
@@ -2737,8 +2744,11 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !is_sdp_io(e)) {
+		if (msg->msg_controllen && pass_out(msg) < 0)
+			return -1; /* a descriptor that cannot be passed (SCM_RIGHTS) */
 		return real.sendmsg(fd, msg, flags);
+	}
 	if (msg->msg_iovlen > IOV_MAX) {
 		errno = EMSGSIZE;
 		return -1;
@@ -4186,6 +4196,45 @@ static int hexval(char c)
 	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
+/* adopt_record makes fd what one record of inherit_string (or of a passed
+ * descriptor, pass_in) says it was: its kind, family, ports and, for a
+ * connection accepted on an SDP port, the MPA Request sent on it (hex).
+ * Returns 0, or -1 when fd is not a stream socket (not the socket it was). */
+static int adopt_record(int fd, int k, int fam, int passive, unsigned port, int hidden, const char *hex)
+{
+	int type = 0;
+	socklen_t tl = sizeof type;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
+		return -1;
+	struct fdent *e = entry_new(fd, K_CAND, fam);
+	if (!e)
+		return -1;
+	e->passive = passive;
+	e->app_port = (uint16_t)port;
+	e->shared = 1;
+	if (k == K_LISTEN) {
+		if (hidden >= 0) {
+			real.fcntl(hidden, F_SETFD, FD_CLOEXEC);
+			e->hidden = hidden;
+			shim_hidden(hidden);
+		}
+		atomic_store(&e->kind, hidden >= 0 ? K_LISTEN : K_TCP);
+		return 0;
+	}
+	if (k == K_PASSIVE) {
+		int i = 0;
+		while (i < REQ_MAX && hexval(hex[0]) >= 0 && hexval(hex[1]) >= 0) {
+			e->req[i++] = (uint8_t)(hexval(hex[0]) << 4 | hexval(hex[1]));
+			hex += 2;
+		}
+		e->reqlen = i;
+	}
+	if (k == K_SDP)
+		e->engine_pid = -1; /* driven by the old image: unusable here */
+	atomic_store(&e->kind, k == K_PASSIVE || k == K_ACTIVE || k == K_SDP ? k : K_TCP);
+	return 0;
+}
+
 /* adopt_inherited rebuilds the table from LIBSDP_INHERIT after exec. */
 static void adopt_inherited(void)
 {
@@ -4197,39 +4246,185 @@ static void adopt_inherited(void)
 		unsigned port;
 		if (sscanf(p + 1, "%d,%d,%d,%d,%u,%d,%n", &fd, &k, &fam, &passive, &port, &hidden, &n) < 6 || !n)
 			continue;
-		int type = 0;
-		socklen_t tl = sizeof type;
-		if (real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 || type != SOCK_STREAM)
-			continue; /* not the socket it was */
-		struct fdent *e = entry_new(fd, K_CAND, fam);
-		if (!e)
-			continue;
-		e->passive = passive;
-		e->app_port = (uint16_t)port;
-		e->shared = 1;
-		if (k == K_LISTEN) {
-			if (hidden >= 0) {
-				real.fcntl(hidden, F_SETFD, FD_CLOEXEC);
-				e->hidden = hidden;
-				shim_hidden(hidden);
-			}
-			atomic_store(&e->kind, hidden >= 0 ? K_LISTEN : K_TCP);
-			continue;
-		}
-		if (k == K_PASSIVE) {
-			const char *h = p + 1 + n;
-			int i = 0;
-			while (i < REQ_MAX && hexval(h[0]) >= 0 && hexval(h[1]) >= 0) {
-				e->req[i++] = (uint8_t)(hexval(h[0]) << 4 | hexval(h[1]));
-				h += 2;
-			}
-			e->reqlen = i;
-		}
-		if (k == K_SDP)
-			e->engine_pid = -1; /* driven by the old image: unusable here */
-		atomic_store(&e->kind, k == K_PASSIVE || k == K_ACTIVE || k == K_SDP ? k : K_TCP);
+		adopt_record(fd, k, fam, passive, port, hidden, p + 1 + n);
 	}
 	unsetenv(INHERIT_VAR);
+}
+
+/* ---- descriptors passed to another process (SCM_RIGHTS) ------------------
+ *
+ * A connection accepted on an SDP port, or connected to one, that no call
+ * has handed to the engine yet (K_PASSIVE, K_ACTIVE) can be passed over a
+ * Unix socket to another process, as Node's cluster module and servers with
+ * worker processes do with each accepted connection. The receiving process
+ * needs what the shim knows of it (the MPA Request sent on it): the sender
+ * leaves that in a record named after the socket (device and inode) in a
+ * directory of the user's own, and the receiver's recvmsg takes it, so its
+ * first call hands the connection to its own engine. A connection the
+ * engine already drives (K_SDP) cannot follow: its state is in this
+ * process; such a sendmsg fails with EOPNOTSUPP and a log line, never
+ * giving the other process a socket that reads protocol bytes. */
+
+#define PASS_STALE_S 60 /* a record nobody took (the receiver not preloaded) */
+
+static int pass_dir(char *out, size_t n, int create)
+{
+	unsigned uid = (unsigned)geteuid();
+	snprintf(out, n, "/dev/shm/libsdp-pass-%u", uid);
+	if (create && mkdir(out, 0700) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	/* Another user's directory (made first, to read or plant records) is
+	 * never used. */
+	if (lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077))
+		return -1;
+	return 0;
+}
+
+static int pass_name(char *out, size_t n, int fd)
+{
+	struct stat st;
+	char dir[64];
+	if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode) || pass_dir(dir, sizeof dir, 0) < 0)
+		return -1;
+	snprintf(out, n, "%s/%lx-%lx", dir, (unsigned long)st.st_dev, (unsigned long)st.st_ino);
+	return 0;
+}
+
+/* pass_sweep removes records older than PASS_STALE_S, at most every few
+ * seconds. */
+static void pass_sweep(const char *dir)
+{
+	static _Atomic time_t last;
+	time_t now = time(NULL);
+	if (now - atomic_load(&last) < 10)
+		return;
+	atomic_store(&last, now);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	char buf[4096];
+	long n;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0)
+		for (long off = 0; off < n;) {
+			struct {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *d = (void *)(buf + off);
+			struct stat st;
+			if (d->name[0] != '.' && fstatat(dfd, d->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    now - st.st_mtime > PASS_STALE_S)
+				unlinkat(dfd, d->name, 0);
+			off += d->reclen;
+		}
+	real.close(dfd);
+}
+
+/* pass_fds calls f for each descriptor of msg's SCM_RIGHTS messages; it
+ * stops when f returns nonzero and returns that. */
+static int pass_fds(const struct msghdr *msg, int (*f)(int fd))
+{
+	if (!msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+		return 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof fd, sizeof fd);
+			int r = f(fd);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static int pass_check(int fd)
+{
+	struct fdent *e = ours(fd);
+	int k = e ? atomic_load(&e->kind) : K_NONE;
+	if (k == K_SDP || k == K_CONNECTING) {
+		logmsg(0, "fd %d: an SDP connection in use cannot be passed to another process (SCM_RIGHTS): its state "
+			  "is in this process; pass it before its first read or write, or keep the program on TCP "
+			  "(SDP_MODE=tcp or a libsdp.conf rule)", fd);
+		return 1;
+	}
+	return 0;
+}
+
+static int pass_record(int fd)
+{
+	struct fdent *e = ours(fd);
+	int k = e ? atomic_load(&e->kind) : K_NONE;
+	if (k == K_LISTEN)
+		logmsg(2, "fd %d: a listener passed to another process: its SDP port stays with this one", fd);
+	if (k != K_PASSIVE && k != K_ACTIVE)
+		return 0;
+	char dir[64], path[128], rec[64 + 2 * REQ_MAX];
+	if (pass_dir(dir, sizeof dir, 1) < 0 || pass_name(path, sizeof path, fd) < 0) {
+		logmsg(1, "fd %d: cannot leave its SDP state for the process it is passed to (%s)", fd, strerror(errno));
+		return 0;
+	}
+	pass_sweep(dir);
+	int len = snprintf(rec, sizeof rec, "%d,%d,%d,%u,", k, e->family, e->passive, e->app_port);
+	for (int i = 0; k == K_PASSIVE && i < e->reqlen; i++)
+		len += snprintf(rec + len, sizeof rec - len, "%02x", e->req[i]);
+	unlink(path);
+	int rfd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (rfd < 0 || real.write(rfd, rec, len) != len)
+		logmsg(1, "fd %d: cannot write %s: %s", fd, path, strerror(errno));
+	if (rfd >= 0)
+		real.close(rfd);
+	e->shared = 1; /* another process holds it now: its unread bytes are not ours to drop */
+	return 0;
+}
+
+/* pass_out runs before a sendmsg that carries descriptors: -1 (errno set)
+ * when one of them cannot be passed. */
+static int pass_out(const struct msghdr *msg)
+{
+	if (pass_fds(msg, pass_check)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	pass_fds(msg, pass_record);
+	return 0;
+}
+
+static int pass_take(int fd)
+{
+	char path[128], rec[64 + 2 * REQ_MAX + 1];
+	if (pass_name(path, sizeof path, fd) < 0)
+		return 0;
+	int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return 0; /* a plain socket, or one its sender did not know */
+	struct stat st;
+	ssize_t n = fstat(rfd, &st) == 0 && st.st_uid == geteuid() ? real.read(rfd, rec, sizeof rec - 1) : -1;
+	real.close(rfd);
+	unlink(path);
+	int k, fam, passive, used = 0;
+	unsigned port;
+	if (n <= 0)
+		return 0;
+	rec[n] = 0;
+	if (sscanf(rec, "%d,%d,%d,%u,%n", &k, &fam, &passive, &port, &used) < 4 || !used ||
+	    (k != K_PASSIVE && k != K_ACTIVE) || adopt_record(fd, k, fam, passive, port, -1, rec + used) < 0)
+		logmsg(1, "fd %d: passed to this process with an SDP record it cannot use", fd);
+	else
+		logmsg(2, "fd %d: an SDP connection passed from another process", fd);
+	return 0;
+}
+
+/* pass_in runs after a recvmsg that received descriptors. */
+static void pass_in(const struct msghdr *msg)
+{
+	pass_fds(msg, pass_take);
 }
 
 /* env_with_inherit returns envp without any old LIBSDP_INHERIT and with the

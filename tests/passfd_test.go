@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// handoffServerPy accepts argv[2] connections on 127.0.0.1:argv[1] and hands each, unread, to
+// one of two worker processes over a Unix socket (SCM_RIGHTS, socket.send_fds), closing its own
+// copy at once, as Node's cluster module does; the workers echo each connection until end of
+// stream. With argv[3] == "read-first" it reads one byte of the first connection before it
+// hands it over, and prints what sendmsg said.
+const handoffServerPy = `
+import os, socket, sys
+port, n, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket()
+s.bind(("127.0.0.1", port))
+s.listen(64)
+pipes = []
+for w in range(2):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.fork() == 0:
+        a.close()
+        s.close()
+        b.settimeout(60)
+        while True:
+            msg, fds, _, _ = socket.recv_fds(b, 1, 1)
+            if not fds:
+                os._exit(0)
+            c = socket.socket(fileno=fds[0])
+            c.settimeout(20)
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                c.sendall(d)
+            c.close()
+    b.close()
+    pipes.append(a)
+print("PORT", port, flush=True)
+for i in range(n):
+    c, _ = s.accept()
+    if mode == "read-first":
+        c.settimeout(20)
+        first = c.recv(1)
+        try:
+            socket.send_fds(pipes[i % 2], [b"c"], [c.fileno()])
+            print("SENT", flush=True)
+        except OSError as e:
+            import errno
+            print("SEND-FDS", errno.errorcode[e.errno], flush=True)
+            c.sendall(first)
+            while True:
+                d = c.recv(65536)
+                if not d:
+                    break
+                c.sendall(d)
+    else:
+        socket.send_fds(pipes[i % 2], [b"c"], [c.fileno()])
+    c.close()
+for p in pipes:
+    p.close()
+for _ in range(2):
+    os.wait()
+print("SERVED", n, flush=True)
+`
+
+// handoffClientPy makes argv[2] connections in a row, each sending a payload of its own size
+// (1 B to 64 KiB) and reading the echo to end of stream; it prints how many came back wrong.
+const handoffClientPy = `
+import hashlib, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+bad = 0
+for i in range(n):
+    data = hashlib.sha256(str(i).encode()).digest() * (1 + (i * 7919) % 2048)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.settimeout(20)
+    c.sendall(data)
+    c.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        got += d
+    c.close()
+    bad += got != data
+print("WRONG", bad, flush=True)
+`
+
+// runHandoff runs the hand-off server and the client, both preloaded with env added, for n
+// connections, and returns the server's output; the stats lines and logs are in dir.
+func runHandoff(ctx context.Context, t *testing.T, shim, dir string, n int, mode string, env ...string) string {
+	t.Helper()
+	port := freePort(t)
+	cmd := exec.CommandContext(ctx, python, "-c", handoffServerPy, strconv.Itoa(port), strconv.Itoa(n), mode)
+	cmd.Env = append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), env...)
+	cmd.WaitDelay = 10 * time.Second
+	out := filepath.Join(dir, "server.out")
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: "hand-off server", cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	p.waitListening(ctx, t, port, sdpPort(port))
+
+	cli := exec.CommandContext(ctx, python, "-c", handoffClientPy, strconv.Itoa(port), strconv.Itoa(n))
+	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), env...)
+	got, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	assert.Equal(t, "WRONG 0\n", string(got))
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatalf("the hand-off server did not finish: %v", ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(out))
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestHandoff: a server that accepts connections and hands them, unread, to worker processes
+// over a Unix socket (SCM_RIGHTS) serves preloaded clients over SDP, every byte right, in every
+// mode of the edge suite: the worker takes over the connection as if it had accepted it.
+func TestHandoff(t *testing.T) {
+	shim, ctx := setup(t)
+	const n = 1000
+	for _, m := range edgeModes {
+		t.Run(m.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dumpLogsOnFailure(t, dir)
+			var env []string
+			if m.env != "" {
+				env = strings.Fields(m.env)
+			}
+			out := runHandoff(ctx, t, shim, dir, n, "unread", env...)
+			assert.Contains(t, out, "SERVED 1000")
+			st := readStats(t, dir, "client")
+			assert.EqualValues(t, n, st.n(t, "sdp_conns"), "every connection over SDP")
+			assert.Zero(t, st.n(t, "tcp_conns"))
+		})
+	}
+}
+
+// TestHandoffInUse: a connection the server has already read from is driven by its engine and
+// cannot follow to another process: send_fds fails with EOPNOTSUPP and a log line says why,
+// and the server can go on serving it itself.
+func TestHandoffInUse(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	out := runHandoff(ctx, t, shim, dir, 1, "read-first")
+	assert.Contains(t, out, "SEND-FDS ENOTSUP") // EOPNOTSUPP, which Python names ENOTSUP (the same number on Linux)
+	assert.Contains(t, logText(t, dir, "server"), "cannot be passed to another process")
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"))
+}
