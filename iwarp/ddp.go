@@ -132,23 +132,23 @@ func EncodeTaggedHeader(b []byte, last bool, rdmapCtrl uint8, stag uint32, to ui
 func ParseDDPSegment(ulpdu []byte) (DDPSegment, error) {
 	var s DDPSegment
 	if len(ulpdu) < 2 {
-		return s, ddpErr(DDPErrTypeCatastrophic, 0, "ULPDU of %d octets is too short for a DDP header", len(ulpdu))
+		return s, ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "ULPDU of %d octets is too short for a DDP header", len(ulpdu))
 	}
 	h := DDPHeader(ulpdu)
 	s.Tagged = h.Tagged()
 	hl := h.Len()
-	verType, verCode, kind := DDPErrTypeUntagged, DDPErrUntaggedVersion, "untagged"
+	kind := "untagged"
 	if s.Tagged {
-		verType, verCode, kind = DDPErrTypeTagged, DDPErrTaggedVersion, "tagged"
+		kind = "tagged"
 	}
 	if len(ulpdu) < hl {
-		return s, ddpErr(DDPErrTypeCatastrophic, 0, "%s segment of %d octets is shorter than its %d-octet header", kind, len(ulpdu), hl)
+		return s, ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "%s segment of %d octets is shorter than its %d-octet header", kind, len(ulpdu), hl)
 	}
 	if dv := h.DV(); dv != DDPVersion {
-		return s, ddpErr(verType, verCode, "%s segment has DDP version %d, want %d", kind, dv, DDPVersion)
+		return s, ddpVersionErr(s.Tagged, "%s segment has DDP version %d, want %d", kind, dv, DDPVersion)
 	}
 	if r := h.Reserved(); r != 0 {
-		return s, ddpErr(verType, verCode, "%s segment has reserved control bits %#02x set (control octet %#02x)", kind, r, ulpdu[0])
+		return s, ddpVersionErr(s.Tagged, "%s segment has reserved control bits %#02x set (control octet %#02x)", kind, r, ulpdu[0])
 	}
 	s.Last = h.Last()
 	s.RDMAPCtrl = h.RDMAPControl()
@@ -192,4 +192,13 @@ func ParseDDPSegment(ulpdu []byte) (DDPSegment, error) {
 		}
 	}
 	return s, nil
+}
+
+// ddpVersionErr is an invalid DDP version, which RFC 5041 §7.2 numbers
+// differently for a tagged and an untagged segment.
+func ddpVersionErr(tagged bool, format string, args ...any) *Error {
+	if tagged {
+		return ddpErr(DDPErrTypeTagged, DDPErrTaggedVersion, format, args...)
+	}
+	return ddpErr(DDPErrTypeUntagged, DDPErrUntaggedVersion, format, args...)
 }

@@ -790,15 +790,15 @@ func (q *QP) NextSegment() (Segment, error) {
 // advances by one per message, MO by the bytes of each segment.
 func (q *QP) checkUntagged(s *DDPSegment) error {
 	if s.QN >= numQueues {
-		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
+		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
 	}
 	qn := s.QN
 	if s.MSN != q.recvMSN[qn] {
-		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidMSN,
+		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrMSNRange,
 			Msg: "DDP: QN " + utoa(qn) + " MSN " + utoa(s.MSN) + ", want " + utoa(q.recvMSN[qn])}
 	}
 	if s.MO != q.recvMO[qn] {
-		return &Error{Layer: LayerDDP, Type: qpUntaggedBufErr, Code: qpInvalidMO,
+		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrInvalidMO,
 			Msg: "DDP: MO " + utoa(s.MO) + ", want " + utoa(q.recvMO[qn])}
 	}
 	if s.Last {
@@ -822,14 +822,6 @@ func utoa(v uint32) string {
 		}
 	}
 }
-
-// DDP Terminate error type and codes for untagged buffers (RFC 5040 §7.2).
-const (
-	qpUntaggedBufErr = 2
-	qpInvalidQN      = 1
-	qpInvalidMSN     = 3
-	qpInvalidMO      = 4
-)
 
 // Full reports whether the QP is in Full Operation (FPDU framing).
 func (q *QP) Full() bool { return q.full }

@@ -128,8 +128,10 @@ func logf(level int, format string, args ...any) {
 	_, _ = unix.Write(fd, []byte(line))
 }
 
-func lookup(fd int) *sdpcore.Conn {
-	injectFault(fd)
+// lookup returns fd's connection; kind names the entry point calling
+// (faultinject.go).
+func lookup(fd int, kind callKind) *sdpcore.Conn {
+	injectFault(fd, kind)
 	mu.RLock()
 	c := conns[fd]
 	mu.RUnlock()

@@ -70,7 +70,7 @@ func sdp_attach(fd C.int, role C.int, req *C.uint8_t, reqLen C.int) (rc C.int) {
 //export sdp_sendv
 func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c := lookup(int(fd), callSend)
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
@@ -95,7 +95,7 @@ var recvFlags = [...]struct {
 //export sdp_sendv_flags
 func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c := lookup(int(fd), callSend)
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
@@ -119,7 +119,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 //export sdp_recvv
 func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c := lookup(int(fd), callRecv)
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
@@ -167,7 +167,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
 	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK
-	c := lookup(int(fd))
+	c := lookup(int(fd), callPoll)
 	if c == nil {
 		if e := goneErr(int(fd)); e != unix.EBADF {
 			// Ended by an internal error: readable and writable at once,
@@ -218,7 +218,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 //export sdp_shutdown
 func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 	defer guard(int(fd), &rc)
-	c := lookup(int(fd))
+	c := lookup(int(fd), callOther)
 	if c == nil {
 		return -C.int(goneErr(int(fd)))
 	}
@@ -245,7 +245,7 @@ func sdp_dup(oldfd, newfd C.int) (rc C.int) {
 //export sdp_query
 func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 	defer guard64(int(fd), &rc)
-	c := lookup(int(fd))
+	c := lookup(int(fd), callOther)
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
@@ -346,7 +346,7 @@ func firstIovec(iov *C.struct_iovec, cnt C.int) []byte {
 // sdp_send_cancel ends (its first non-empty one), or nil, nil when either is missing: the
 // call has nothing to cancel.
 func cancelled(fd C.int, iov *C.struct_iovec, cnt C.int) (*sdpcore.Conn, []byte) {
-	c := lookup(int(fd))
+	c := lookup(int(fd), callOther)
 	if c == nil {
 		return nil, nil
 	}

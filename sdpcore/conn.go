@@ -717,7 +717,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 	switch {
 	case seg.Tagged:
 		seg.Release()
-		c.failProto(&iwarp.Error{Layer: iwarp.LayerDDP, Type: 1, Code: 0, Msg: "DDP: tagged segment but no buffer is registered"})
+		c.failProto(&iwarp.Error{Layer: iwarp.LayerDDP, Type: iwarp.DDPErrTypeTagged, Code: iwarp.DDPErrInvalidSTag, Msg: "DDP: tagged segment but no buffer is registered"})
 		return
 	case seg.QN == 2: // Terminate from the peer
 		seg.Release()
@@ -737,7 +737,8 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		return
 	case seg.QN != 0 || (seg.Opcode() != iwarp.OpSend && seg.Opcode() != iwarp.OpSendSE):
 		seg.Release()
-		c.failProto(&iwarp.Error{Layer: iwarp.LayerRDMAP, Type: 2, Code: 2, Msg: "RDMAP: unexpected opcode " + seg.Opcode().String()})
+		// RFC 5040 §4.8: remote operation error, unexpected opcode (0x06).
+		c.failProto(&iwarp.Error{Layer: iwarp.LayerRDMAP, Type: iwarp.RDMAPErrTypeOperation, Code: iwarp.RDMAPErrOpcode, Msg: "RDMAP: unexpected opcode " + seg.Opcode().String()})
 		return
 	}
 	if c.st == stAwaitFirst {

@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestEnginePanic makes the receiving program's engine panic once (SDP_TEST_PANIC, a test-only
-// switch) in the middle of a transfer, for each kind of call. The panic must cost that one
-// connection an error (EIO), the program must live, and its later connections must work.
+// TestEnginePanic makes one program's engine panic once (SDP_TEST_PANIC, a test-only switch) in
+// the middle of a transfer, for each kind of call: the receiving program's for recv, poll and any,
+// the sending program's for send (both ends preloaded either way). The panic must cost that one
+// connection an error (EIO), the program must live, and its other connections must work.
 func TestEnginePanic(t *testing.T) {
 	for _, op := range []string{"recv", "poll", "any"} {
 		t.Run(op, func(t *testing.T) {
@@ -29,14 +30,7 @@ func TestEnginePanic(t *testing.T) {
 			// The 20th call of the kind falls in whichever connection makes it (how many
 			// calls a transfer takes is the engine's business): that one gets EIO, every
 			// other one works.
-			hit := -1
-			for i, d := range dones {
-				if !strings.Contains(d, "DONE ok") {
-					require.Equal(t, -1, hit, "one connection met the panic: %q", dones)
-					hit = i
-				}
-			}
-			require.NotEqual(t, -1, hit, "a connection met the panic: %q", dones)
+			hit := onlyFailure(t, dones, "DONE ok")
 			assert.Contains(t, dones[hit], "DONE err=EIO", "the connection that met the panic gets EIO")
 			// The descriptor stays open until the program closes it; its calls keep
 			// getting the error that ended its connection, not EBADF.
@@ -51,4 +45,54 @@ func TestEnginePanic(t *testing.T) {
 			assert.True(t, strings.Contains(logText(t, dir, "server"), "injected fault"), "the panic is logged")
 		})
 	}
+	// send: the sender's engine panics in its 20th send call, which the shim makes through
+	// sdp_sendv_flags. Its connections run one after another, so the later ones prove that
+	// the program lived on.
+	t.Run("send", func(t *testing.T) {
+		dir := logDir(t)
+		srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+		p := srv.port(t)
+		waitListening(t, sdpPort(p, 20000), 10*time.Second)
+		const conns = 4
+		cli := start(t, "send", sdpEnv(dir, "client", "SDP_TEST_PANIC=send:20"), relprog, "send", "127.0.0.1",
+			strconv.Itoa(p), strconv.Itoa(8<<20), strconv.Itoa(conns), "77")
+		require.True(t, cli.wait(time.Minute), "the sender finished")
+		sent := cli.matching(sentRe)
+		require.Len(t, sent, conns, "one line per connection: %q", cli.output())
+		hit := onlyFailure(t, sent, " ok ")
+		assert.Contains(t, sent[hit], " err=EIO ", "the connection that met the panic gets EIO")
+		for i := hit + 1; i < conns; i++ {
+			assert.Contains(t, sent[i], " ok ", "a connection after the panic works")
+		}
+		// The sink sees the broken connection end early (reset or short), the others whole.
+		dones := srv.waitLines(doneRe, conns, 20*time.Second)
+		require.Len(t, dones, conns)
+		oks := 0
+		for _, d := range dones {
+			if strings.Contains(d, "DONE ok") {
+				oks++
+			}
+		}
+		assert.Equal(t, conns-1, oks, "every connection but the one that met the panic arrives whole: %q", dones)
+		srv.stopGently(10 * time.Second)
+		st := statsOf(t, dir, "client")
+		assert.Equal(t, int64(1), st["panics"], "one panic counted")
+		assert.Equal(t, int64(conns), st["sdp_conns"])
+		assert.True(t, strings.Contains(logText(t, dir, "client"), "injected fault"), "the panic is logged")
+	})
+}
+
+// onlyFailure returns the index of the one line of lines without ok, and
+// fails the test unless there is exactly one.
+func onlyFailure(t *testing.T, lines []string, ok string) int {
+	t.Helper()
+	hit := -1
+	for i, l := range lines {
+		if !strings.Contains(l, ok) {
+			require.Equal(t, -1, hit, "one connection met the panic: %q", lines)
+			hit = i
+		}
+	}
+	require.NotEqual(t, -1, hit, "a connection met the panic: %q", lines)
+	return hit
 }
