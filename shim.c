@@ -50,6 +50,8 @@
 #include <unistd.h>
 
 #include "preload/abi.h"
+#include "shim/raw.h"
+#include "shim/uring.h"
 #include "shim/trust.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -158,6 +160,20 @@ static void logmsg(int level, const char *fmt, ...)
 	need_real();
 	ssize_t w = real.write(cfg.log_fd, buf, n);
 	(void)w;
+}
+
+/* shim_log is logmsg for the shim's other files (shim/uring.c). */
+void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void shim_log(int level, const char *fmt, ...)
+{
+	if (level > cfg.log_level)
+		return;
+	char buf[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	logmsg(level, "%s", buf);
 }
 
 static int env_int(const char *name, int def, int min, int max)
@@ -2186,6 +2202,40 @@ static inline int is_sdp_io(struct fdent *e)
 	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING;
 }
 
+/* shim_knows says what the shim keeps for fd (shim/uring.c): 0 nothing,
+ * SHIM_FD_SDP a connection on an SDP port (its bytes are the engine's),
+ * SHIM_FD_LISTEN a listener with an SDP twin, SHIM_FD_OTHER anything else. */
+int shim_knows(int fd)
+{
+	struct fdent *e = ours(fd);
+	int k = e ? atomic_load(&e->kind) : K_NONE;
+	if (k == K_NONE)
+		return 0;
+	if (is_sdp_io(e))
+		return SHIM_FD_SDP;
+	return k == K_LISTEN && e->hidden >= 0 ? SHIM_FD_LISTEN : SHIM_FD_OTHER;
+}
+
+/* shim_listener_tcp_only closes a listener's SDP twin: the application
+ * accepts through io_uring, which the shim does not see, so SDP clients
+ * would wait on a port nobody accepts on; refused there, they use TCP at
+ * once. */
+void shim_listener_tcp_only(int fd)
+{
+	struct fdent *e = ours(fd);
+	if (!e || atomic_load(&e->kind) != K_LISTEN || e->hidden < 0)
+		return;
+	logmsg(1, "fd %d: accepts through io_uring, where the shim cannot serve SDP; SDP port %d closed, clients use TCP",
+	       fd, sdp_port(e->app_port));
+	int h = e->hidden;
+	e->hidden = -1;
+	entry_reset(h);
+	real.close(h);
+	e->reason = SDP_REASON_RULE;
+	atomic_store(&e->kind, K_TCP);
+}
+
+
 /* peer_is_owner checks, for a connection to an SDP port the kernel vouched
  * for (e->patient), that the listener that took it belongs to P's owner: the
  * SDP port could have changed hands between trust_check and connect(). A
@@ -2797,6 +2847,7 @@ static void drain_unread(int fd, struct fdent *e)
 EXPORT int close(int fd)
 {
 	need_real();
+	uring_forget(fd); /* an io_uring the shim watches (shim/uring.c) */
 	struct fdent *e = ours(fd);
 	if (e) {
 		int k = atomic_load(&e->kind);

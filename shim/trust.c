@@ -34,6 +34,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "raw.h"
+
 /* ---- SDP_TRUST_REMOTE: the other hosts the operator vouches for --------- */
 
 #define TRUST_NETS 32

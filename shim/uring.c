@@ -1,0 +1,302 @@
+/* System calls an application makes through syscall(2) rather than libc's
+ * wrappers, where they concern the shim's descriptors.
+ *
+ * libuv (Node.js 22 and later) adds and changes its epoll registrations by
+ * submitting IORING_OP_EPOLL_CTL on an io_uring of its own, set up and
+ * entered through syscall(); it closes descriptors with syscall(SYS_close).
+ * Neither reaches the shim's epoll_ctl() and close(). So the shim exports
+ * syscall(): io_uring_setup is remembered (the submission ring is mapped a
+ * second time, read-only to this file in spirit: only whole entries are
+ * rewritten, before the kernel sees them), io_uring_enter first takes the
+ * EPOLL_CTL entries that name a descriptor of the shim's, applies them with
+ * the shim's epoll_ctl() and turns them into NOPs (the completion carries 0,
+ * as EPOLL_CTL's would), and SYS_close goes to close(). Every other call goes
+ * to libc's syscall() unchanged.
+ *
+ * Not covered: rings polled by a kernel thread (IORING_SETUP_SQPOLL, which
+ * consume entries without io_uring_enter), rings in memory the application
+ * provides (IORING_SETUP_NO_MMAP), registered (fixed) descriptors, and
+ * system calls made without libc at all. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/io_uring.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Newer than some systems' headers (Linux 6.5 and 6.6); libuv 1.51 sets the
+ * second. */
+#ifndef IORING_SETUP_NO_MMAP
+#define IORING_SETUP_NO_MMAP (1U << 14)
+#endif
+#ifndef IORING_SETUP_NO_SQARRAY
+#define IORING_SETUP_NO_SQARRAY (1U << 16)
+#endif
+
+#include "uring.h"
+
+typedef long (*syscall_fn)(long, ...);
+
+static syscall_fn libc_syscall(void)
+{
+	static _Atomic(syscall_fn) f;
+	syscall_fn s = atomic_load_explicit(&f, memory_order_acquire);
+	if (!s) {
+		s = (syscall_fn)dlsym(RTLD_NEXT, "syscall");
+		atomic_store_explicit(&f, s, memory_order_release);
+	}
+	return s;
+}
+
+long shim_syscall7(long n, long a, long b, long c, long d, long e, long f)
+{
+	return libc_syscall()(n, a, b, c, d, e, f);
+}
+
+/* ---- rings ------------------------------------------------------------- */
+
+#define RINGS 64
+
+static struct ring {
+	int fd;               /* the ring's descriptor, -1: free */
+	void *sq;             /* the submission ring, mapped here too */
+	size_t sq_len;
+	struct io_uring_sqe *sqes;
+	size_t sqes_len;
+	unsigned sqe_size;    /* 64, or 128 with IORING_SETUP_SQE128 */
+	struct io_sqring_offsets off;
+	int no_array;         /* IORING_SETUP_NO_SQARRAY: entry i is sqes[i] */
+} rings[RINGS];
+static int n_rings;
+/* Recursive: an entry taken while the ring is looked at may close a
+ * descriptor (take_close), and close() forgets rings. */
+static pthread_mutex_t rings_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static void ring_unmap(struct ring *r)
+{
+	if (r->sq)
+		munmap(r->sq, r->sq_len);
+	if (r->sqes)
+		munmap(r->sqes, r->sqes_len);
+	memset(r, 0, sizeof *r);
+	r->fd = -1;
+}
+
+/* ring_seen maps a new ring's submission queue (after io_uring_setup). */
+static void ring_seen(int fd, const struct io_uring_params *p)
+{
+	if (p->flags & IORING_SETUP_NO_MMAP)
+		return;
+	if (p->flags & IORING_SETUP_SQPOLL) {
+		shim_log(3, "io_uring %d polls its submissions in the kernel: epoll registrations made on it are not seen", fd);
+		return;
+	}
+	struct ring r = { .fd = fd, .off = p->sq_off };
+	r.sqe_size = (p->flags & IORING_SETUP_SQE128) ? 128 : 64;
+	r.no_array = !!(p->flags & IORING_SETUP_NO_SQARRAY);
+	r.sq_len = r.no_array ? p->sq_off.dropped + sizeof(uint32_t) : p->sq_off.array + p->sq_entries * sizeof(uint32_t);
+	r.sqes_len = (size_t)p->sq_entries * r.sqe_size;
+	r.sq = mmap(NULL, r.sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
+	r.sqes = mmap(NULL, r.sqes_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQES);
+	if (r.sq == MAP_FAILED || r.sqes == MAP_FAILED) {
+		if (r.sq != MAP_FAILED)
+			munmap(r.sq, r.sq_len);
+		if (r.sqes != MAP_FAILED)
+			munmap(r.sqes, r.sqes_len);
+		shim_log(1, "io_uring %d: cannot map its submission queue (%s): epoll registrations made on it are not seen",
+			 fd, strerror(errno));
+		return;
+	}
+	pthread_mutex_lock(&rings_mu);
+	int i;
+	for (i = 0; i < n_rings && rings[i].fd >= 0 && rings[i].fd != fd; i++)
+		;
+	if (i < RINGS) {
+		if (i < n_rings && rings[i].fd == fd)
+			ring_unmap(&rings[i]);
+		rings[i] = r;
+		if (i == n_rings)
+			n_rings++;
+	} else {
+		munmap(r.sq, r.sq_len);
+		munmap(r.sqes, r.sqes_len);
+	}
+	pthread_mutex_unlock(&rings_mu);
+}
+
+void uring_forget(int fd)
+{
+	if (!atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&rings_mu);
+	for (int i = 0; i < n_rings; i++)
+		if (rings[i].fd == fd)
+			ring_unmap(&rings[i]);
+	pthread_mutex_unlock(&rings_mu);
+}
+
+#define NOP_INJECT_RESULT (1U << 0) /* IORING_NOP_INJECT_RESULT (Linux 6.12): sqe->len is the result */
+
+/* to_nop makes sqe a NOP that completes with res: 0 on every kernel, an
+ * error through IORING_NOP_INJECT_RESULT (Linux 6.12; before it, the NOP
+ * itself fails with EINVAL: still an error). */
+static void to_nop(struct io_uring_sqe *sqe, int res)
+{
+	uint64_t data = sqe->user_data;
+	uint8_t flags = sqe->flags;
+	memset(sqe, 0, 64);
+	sqe->opcode = IORING_OP_NOP;
+	sqe->flags = flags;
+	sqe->user_data = data;
+	if (res) {
+		sqe->rw_flags = NOP_INJECT_RESULT;
+		sqe->len = (uint32_t)res;
+	}
+}
+
+/* take_epoll_ctl applies one EPOLL_CTL entry naming a descriptor of the
+ * shim's with the shim's epoll_ctl() and makes it a NOP that completes with
+ * epoll_ctl's result. */
+static void take_epoll_ctl(struct io_uring_sqe *sqe)
+{
+	int epfd = sqe->fd, op = (int)sqe->len, fd = (int)sqe->off;
+	struct epoll_event ev = { 0 };
+	if (sqe->addr && op != EPOLL_CTL_DEL)
+		memcpy(&ev, (void *)(uintptr_t)sqe->addr, sizeof ev);
+	int rc = epoll_ctl(epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
+	to_nop(sqe, rc < 0 ? -errno : 0);
+}
+
+/* refuse makes an entry that would move an SDP connection's bytes past
+ * the engine (they are SDP frames on the socket) fail with EOPNOTSUPP
+ * instead: a NOP completing with that result (on kernels before 6.12 the
+ * NOP itself fails, with EINVAL). Never a protocol byte to the application. */
+static void refuse(struct io_uring_sqe *sqe, int fd)
+{
+	static _Atomic int told;
+	if (!atomic_exchange(&told, 1))
+		shim_log(0, "fd %d: read, write or poll of an SDP connection through io_uring is not supported; it fails "
+			    "with EOPNOTSUPP (keep the program on TCP: SDP_MODE=tcp or a libsdp.conf rule)", fd);
+	to_nop(sqe, -EOPNOTSUPP);
+}
+
+/* take_close closes a descriptor of the shim's with close(), so that its
+ * state goes with it, and makes the entry a NOP. */
+static void take_close(struct io_uring_sqe *sqe)
+{
+	int rc = close(sqe->fd);
+	to_nop(sqe, rc < 0 ? -errno : 0);
+}
+
+/* moves_bytes says whether op reads, writes or polls its descriptor. */
+static int moves_bytes(int op)
+{
+	switch (op) {
+	case IORING_OP_READV:
+	case IORING_OP_WRITEV:
+	case IORING_OP_READ_FIXED:
+	case IORING_OP_WRITE_FIXED:
+	case IORING_OP_POLL_ADD:
+	case IORING_OP_SENDMSG:
+	case IORING_OP_RECVMSG:
+	case IORING_OP_READ:
+	case IORING_OP_WRITE:
+	case IORING_OP_SEND:
+	case IORING_OP_RECV:
+	case IORING_OP_SPLICE:
+	case IORING_OP_TEE:
+	case IORING_OP_SHUTDOWN:
+	case IORING_OP_SEND_ZC:
+	case IORING_OP_SENDMSG_ZC:
+		return 1;
+	}
+	return 0;
+}
+
+/* take looks at one entry about to be submitted. */
+static void take(struct io_uring_sqe *sqe)
+{
+	if (sqe->flags & IOSQE_FIXED_FILE)
+		return; /* a registered file: not a descriptor the shim can name */
+	int op = sqe->opcode;
+	if (op == IORING_OP_EPOLL_CTL) {
+		if (shim_knows((int)sqe->off))
+			take_epoll_ctl(sqe);
+		return;
+	}
+	int k = shim_knows(sqe->fd);
+	if (!k)
+		return;
+	if (op == IORING_OP_CLOSE)
+		take_close(sqe);
+	else if (k == SHIM_FD_SDP && moves_bytes(op))
+		refuse(sqe, sqe->fd);
+	else if (k == SHIM_FD_LISTEN && op == IORING_OP_ACCEPT)
+		shim_listener_tcp_only(sqe->fd);
+}
+
+/* ring_submitting looks at the entries io_uring_enter is about to submit. */
+static void ring_submitting(int fd, unsigned to_submit)
+{
+	if (!to_submit || !atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&rings_mu);
+	struct ring *r = NULL;
+	for (int i = 0; i < n_rings && !r; i++)
+		if (rings[i].fd == fd)
+			r = &rings[i];
+	if (r) {
+		char *sq = r->sq;
+		uint32_t head = atomic_load_explicit((_Atomic uint32_t *)(sq + r->off.head), memory_order_acquire);
+		uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)(sq + r->off.tail), memory_order_acquire);
+		uint32_t mask = *(uint32_t *)(sq + r->off.ring_mask);
+		uint32_t *array = (uint32_t *)(sq + r->off.array);
+		uint32_t n = tail - head < to_submit ? tail - head : to_submit;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t idx = r->no_array ? ((head + i) & mask) : array[(head + i) & mask];
+			if ((size_t)idx * r->sqe_size >= r->sqes_len)
+				continue;
+			struct io_uring_sqe *sqe = (struct io_uring_sqe *)((char *)r->sqes + (size_t)idx * r->sqe_size);
+			take(sqe);
+		}
+	}
+	pthread_mutex_unlock(&rings_mu);
+}
+
+/* Like libc's, it takes six arguments whatever the call: reading the ones a
+ * caller did not pass is reading its stack, harmless, and not a fault for
+ * AddressSanitizer to report. */
+__attribute__((no_sanitize_address)) EXPORT long syscall(long n, ...)
+{
+	va_list ap;
+	va_start(ap, n);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	switch (n) {
+	case SYS_close:
+		return close((int)a[0]);
+	case SYS_io_uring_enter:
+		ring_submitting((int)a[0], (unsigned)a[1]);
+		break;
+	case SYS_io_uring_setup: {
+		long fd = libc_syscall()(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+		if (fd >= 0 && a[1]) {
+			int saved = errno;
+			ring_seen((int)fd, (const struct io_uring_params *)a[1]);
+			errno = saved;
+		}
+		return fd;
+	}
+	}
+	return libc_syscall()(n, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
