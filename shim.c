@@ -2216,17 +2216,14 @@ int shim_knows(int fd)
 	return k == K_LISTEN && e->hidden >= 0 ? SHIM_FD_LISTEN : SHIM_FD_OTHER;
 }
 
-/* shim_listener_tcp_only closes a listener's SDP twin: the application
- * accepts through io_uring, which the shim does not see, so SDP clients
- * would wait on a port nobody accepts on; refused there, they use TCP at
- * once. */
-void shim_listener_tcp_only(int fd)
+/* listener_tcp_only closes a listener's SDP twin when its SDP clients
+ * could not be accepted (why says what the application did): refused on
+ * the SDP port, they use TCP at once instead of waiting there. */
+static void listener_tcp_only(int fd, struct fdent *e, const char *why)
 {
-	struct fdent *e = ours(fd);
-	if (!e || atomic_load(&e->kind) != K_LISTEN || e->hidden < 0)
+	if (atomic_load(&e->kind) != K_LISTEN || e->hidden < 0)
 		return;
-	logmsg(1, "fd %d: accepts through io_uring, where the shim cannot serve SDP; SDP port %d closed, clients use TCP",
-	       fd, sdp_port(e->app_port));
+	logmsg(1, "fd %d: %s; SDP port %d closed, clients use TCP", fd, why, sdp_port(e->app_port));
 	int h = e->hidden;
 	e->hidden = -1;
 	entry_reset(h);
@@ -2235,6 +2232,14 @@ void shim_listener_tcp_only(int fd)
 	atomic_store(&e->kind, K_TCP);
 }
 
+/* shim_listener_tcp_only: the application accepts on fd through io_uring,
+ * which the shim does not see (shim/uring.c). */
+void shim_listener_tcp_only(int fd)
+{
+	struct fdent *e = ours(fd);
+	if (e)
+		listener_tcp_only(fd, e, "accepts through io_uring, where the shim cannot serve SDP");
+}
 
 /* peer_is_owner checks, for a connection to an SDP port the kernel vouched
  * for (e->patient), that the listener that took it belongs to P's owner: the
@@ -4412,8 +4417,11 @@ static int pass_record(int fd)
 {
 	struct fdent *e = ours(fd);
 	int k = e ? atomic_load(&e->kind) : K_NONE;
-	if (k == K_LISTEN)
-		logmsg(2, "fd %d: a listener passed to another process: its SDP port stays with this one", fd);
+	if (k == K_LISTEN) {
+		/* The other process would accept on P but never on the SDP port. */
+		listener_tcp_only(fd, e, "a listener passed to another process");
+		return 0;
+	}
 	if (k != K_PASSIVE && k != K_ACTIVE)
 		return 0;
 	char dir[64], path[128], rec[64 + 2 * REQ_MAX];

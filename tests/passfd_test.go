@@ -170,3 +170,101 @@ func TestHandoffInUse(t *testing.T) {
 	assert.Contains(t, logText(t, dir, "server"), "cannot be passed to another process")
 	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"))
 }
+
+// listenerHandoffPy forks a worker, then listens on 127.0.0.1:argv[1] and hands the listener
+// to the worker over a Unix socket (SCM_RIGHTS), as a seamless reload does, and accepts
+// nothing itself; the worker echoes argv[2] connections on it.
+const listenerHandoffPy = `
+import os, socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+pid = os.fork()
+if pid == 0:
+    a.close()
+    b.settimeout(30)
+    _, fds, _, _ = socket.recv_fds(b, 1, 1)
+    s = socket.socket(fileno=fds[0])
+    b.sendall(b"ok")
+    for _ in range(n):
+        c, _ = s.accept()
+        c.settimeout(20)
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+        c.close()
+    os._exit(0)
+b.close()
+s = socket.socket()
+s.bind(("127.0.0.1", port))
+s.listen(8)
+socket.send_fds(a, [b"l"], [s.fileno()])
+a.settimeout(30)
+assert a.recv(2) == b"ok"
+print("PASSED", flush=True)
+os.waitpid(pid, 0)
+print("SERVED", n, flush=True)
+`
+
+// TestHandoffListener: a listener handed to another process (SCM_RIGHTS) would accept there on
+// its port, but never on its SDP port, where clients would wait: the sender closes the SDP
+// port, and the clients go to TCP at once (refused), every byte right.
+func TestHandoffListener(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	cmd := exec.CommandContext(ctx, python, "-c", listenerHandoffPy, strconv.Itoa(port), "3")
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
+	cmd.WaitDelay = 10 * time.Second
+	out := filepath.Join(dir, "server.out")
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: "listener hand-off", cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	// Passed: the listener is in the worker and the SDP port closed, before any client.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		if strings.Contains(string(b), "PASSED") {
+			break
+		}
+		require.False(t, p.exited(), "the server exited: %s", b)
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-tick.C:
+		}
+	}
+	ls, err := listeningPorts()
+	require.NoError(t, err)
+	assert.True(t, ls[port])
+	assert.False(t, ls[sdpPort(port)], "the SDP port is closed once the listener is passed")
+
+	cli := exec.CommandContext(ctx, python, "-c", handoffClientPy, strconv.Itoa(port), "3")
+	cli.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
+	got, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	assert.Equal(t, "WRONG 0\n", string(got))
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(out))
+	st := readStats(t, dir, "client")
+	assert.EqualValues(t, 3, st.n(t, "tcp_conns"))
+	logs := logText(t, dir, "client")
+	assert.NotContains(t, logs, "reason=timeout", "no client waits for a time-out")
+	assert.Contains(t, logText(t, dir, "server"), "a listener passed to another process")
+}
