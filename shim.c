@@ -4207,7 +4207,42 @@ EXPORT void closefrom(int lowfd)
 
 #define INHERIT_VAR "LIBSDP_INHERIT"
 
-static char *inherit_string(void)
+/* env_preloads_us says whether a program started with envp loads this
+ * shim: LD_PRELOAD names a file of the same name as ours. A program that
+ * does not cannot accept on a listener's SDP port, which then must not
+ * outlive the exec (its clients would wait there for ever). */
+static int env_preloads_us(char *const envp[])
+{
+	static char self[PATH_MAX];
+	if (!self[0]) {
+		Dl_info info;
+		const char *slash;
+		if (!dladdr((void *)env_preloads_us, &info) || !info.dli_fname)
+			return 1; /* cannot tell: as before, keep what follows exec */
+		slash = strrchr(info.dli_fname, '/');
+		snprintf(self, sizeof self, "%s", slash ? slash + 1 : info.dli_fname);
+	}
+	for (size_t i = 0; envp && envp[i]; i++) {
+		if (strncmp(envp[i], "LD_PRELOAD=", 11))
+			continue;
+		const char *p = envp[i] + 11;
+		while (*p) {
+			size_t n = strcspn(p, ": ");
+			const char *base = p;
+			for (size_t j = 0; j < n; j++)
+				if (p[j] == '/')
+					base = p + j + 1;
+			size_t bl = (size_t)(p + n - base);
+			if (bl == strlen(self) && !strncmp(base, self, bl))
+				return 1;
+			p += n;
+			p += strspn(p, ": ");
+		}
+	}
+	return 0;
+}
+
+static char *inherit_string(int preloaded)
 {
 	size_t cap = 256, len = 0;
 	char *out = malloc(cap);
@@ -4224,6 +4259,11 @@ static char *inherit_string(void)
 		int fl = real.fcntl(fd, F_GETFD);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;
+		if (k == K_LISTEN && e->hidden >= 0 && !preloaded) {
+			logmsg(2, "fd %d: the program exec'd without libsdp: SDP port %d closes, clients use TCP", fd,
+			       sdp_port(e->app_port));
+			continue; /* its SDP twin, close-on-exec, goes with the old image */
+		}
 		if (k == K_LISTEN && e->hidden >= 0) /* the hidden listener goes too */
 			real.fcntl(e->hidden, F_SETFD, 0);
 		size_t need = len + 64 + 2 * (size_t)e->reqlen;
@@ -4490,7 +4530,7 @@ static void pass_in(const struct msghdr *msg)
  * current one (or envp itself when there is nothing to pass on). */
 static char **env_with_inherit(char *const envp[], char **var)
 {
-	*var = inherit_string();
+	*var = inherit_string(env_preloads_us(envp));
 	if (!*var || !strchr(*var, ';')) {
 		free(*var);
 		*var = NULL;
