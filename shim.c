@@ -1930,11 +1930,21 @@ static int iov_advance(const struct iovec *iov, int cnt, size_t off, struct iove
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 
+/* refused_as_reset: the application saw its connection made, so a refusal
+ * of the reconnection to P (nothing listens there any more) is what TCP
+ * would have shown as a reset of that connection. */
+static int refused_as_reset(void)
+{
+	if (errno == ECONNREFUSED)
+		errno = ECONNRESET;
+	return -1;
+}
+
 static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
 {
 	int r = fallback(fd, e, reason_of(rc));
 	if (r < 0 && errno != EINPROGRESS)
-		return -1;
+		return refused_as_reset();
 	if (r < 0 && (flags & MSG_DONTWAIT || is_nonblocking(fd))) {
 		errno = EAGAIN;
 		return -1;
@@ -1949,7 +1959,7 @@ static ssize_t after_fallback_recv(int fd, struct fdent *e, int rc, const struct
 {
 	int r = fallback(fd, e, reason_of(rc));
 	if (r < 0 && errno != EINPROGRESS)
-		return -1;
+		return refused_as_reset();
 	if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
 		errno = EAGAIN;
 		return -1;

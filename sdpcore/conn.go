@@ -483,6 +483,14 @@ func (c *Conn) fill() bool {
 	case err == iwarp.ErrClosed:
 		c.onEOF()
 		return false
+	case err == unix.ECONNRESET && c.st == stAwaitRequest:
+		// The accepting side sends its MPA Request when its application
+		// accepts: before it, nobody has taken the connection. A reset
+		// now is its SDP listener closing with the connection queued (a
+		// listener closed, or kept by a program that does not load
+		// libsdp after exec): P over TCP answers as the kernel would.
+		c.fallback(&FallbackError{Reason: "refused", Detail: "the SDP port reset the connection before any MPA Request"})
+		return false
 	case err == unix.ECONNRESET && c.st == stAwaitReply:
 		// Before its Reply the peer has sent no byte of the application's:
 		// a reset now is a client that closed before the handshake, with

@@ -268,3 +268,82 @@ func TestHandoffListener(t *testing.T) {
 	assert.NotContains(t, logs, "reason=timeout", "no client waits for a time-out")
 	assert.Contains(t, logText(t, dir, "server"), "a listener passed to another process")
 }
+
+// activatorPy listens on 127.0.0.1:argv[1] and, once a client knocks (the listener readable),
+// execs a server that does not load libsdp (its environment without LD_PRELOAD), handing it
+// the listener, as systemd-socket-activate does; the server echoes argv[2] connections in upper
+// case.
+const activatorPy = `
+import os, select, socket, sys
+port, n = sys.argv[1], sys.argv[2]
+s = socket.socket()
+s.bind(("127.0.0.1", int(port)))
+s.listen(8)
+print("LISTENING", flush=True)
+select.select([s], [], [], 30)
+s.set_inheritable(True)
+env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+server = """
+import socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    c, _ = s.accept()
+    c.settimeout(20)
+    c.sendall(c.recv(100).upper())
+    c.close()
+print("SERVED", flush=True)
+"""
+os.execve(sys.executable, [sys.executable, "-c", server, str(s.fileno()), n], env)
+`
+
+const helloClientPy = `
+import socket, sys
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+c.settimeout(20)
+c.sendall(b"hello")
+print(c.recv(100).decode(), flush=True)
+`
+
+// TestExecWithoutLibsdp: a preloaded process that execs a program without libsdp, handing it
+// its listener (socket activation), takes the listener's SDP port with it: the client that
+// knocked, queued on the SDP port, and every later one are served over TCP, at once and right.
+func TestExecWithoutLibsdp(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	cmd := exec.CommandContext(ctx, python, "-c", activatorPy, strconv.Itoa(port), "3")
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
+	cmd.WaitDelay = 10 * time.Second
+	out := filepath.Join(dir, "server.out")
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: "activator", cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	p.waitListening(ctx, t, port, sdpPort(port))
+	for i := 0; i < 3; i++ {
+		cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
+		cli.Env = sdpEnv(shim, filepath.Join(dir, "client"+strconv.Itoa(i)+".%p.log"))
+		got, err := cli.CombinedOutput()
+		require.NoError(t, err, "client %d: %s", i, got)
+		assert.Equal(t, "HELLO\n", string(got), "client %d", i)
+		assert.EqualValues(t, 1, readStats(t, dir, "client"+strconv.Itoa(i)).n(t, "tcp_conns"), "client %d over TCP", i)
+		assert.NotContains(t, logText(t, dir, "client"+strconv.Itoa(i)), "reason=timeout", "client %d", i)
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(out))
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "SERVED")
+}
