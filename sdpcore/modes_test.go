@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -56,12 +57,18 @@ func allModes() []modeCase {
 // combination of flow control, buffering, progress, markers and CRC, with
 // send sizes from 1 byte to 1 MiB, blocking and non-blocking senders and
 // random receive sizes, and checks every byte.
+//
+// Whether a given large blocking send goes by zero copy depends on timing
+// (nothing held back, two credits free at that instant: a loaded machine
+// may see neither in one case's run), so zero copy is required of each flow
+// control over its 16 cases, not of each case; TestZCopy checks it case by
+// case where the receiver is known to wait.
 func TestModesMatrix(t *testing.T) {
+	zcopies := map[FlowControl]uint64{}
 	for i, m := range allModes() {
 		t.Run(m.String(), func(t *testing.T) {
 			sa, sp := exchangeModes(t, m.config(), *matrixBytes, int64(100+i))
-			require.NotZero(t, sa.ZCopyReadSends+sp.ZCopyReadSends+sa.ZCopyWriteSends+sp.ZCopyWriteSends,
-				"large blocking calls went by zero copy (SrcAvail or SinkAvail)")
+			zcopies[m.fc] += sa.ZCopyReadSends + sp.ZCopyReadSends + sa.ZCopyWriteSends + sp.ZCopyWriteSends
 			for _, s := range []Stats{sa, sp} {
 				require.Equal(t, m.fc.String(), s.FlowControl)
 				require.Equal(t, m.buf.String(), s.Buffering)
@@ -81,6 +88,11 @@ func TestModesMatrix(t *testing.T) {
 				}
 			}
 		})
+	}
+	for fc := FlowCredit; fc < numFlowControls; fc++ {
+		if _, ran := zcopies[fc]; ran {
+			assert.NotZero(t, zcopies[fc], "%v: large blocking calls went by zero copy (SrcAvail or SinkAvail)", fc)
+		}
 	}
 }
 
