@@ -34,6 +34,17 @@ const (
 	MIDData          MID = 0xFF
 )
 
+// zeroCopy says whether m is one of zero copy's messages (SDP's SrcAvail,
+// SinkAvail and their answers and cancellations).
+func (m MID) zeroCopy() bool {
+	switch m {
+	case MIDSrcAvail, MIDSinkAvail, MIDRdmaRdCompl, MIDRdmaWrCompl, MIDSendSM,
+		MIDSrcAvailCncl, MIDSinkAvailCncl, MIDSinkCancelAck:
+		return true
+	}
+	return false
+}
+
 func (m MID) String() string {
 	switch m {
 	case MIDHello:

@@ -833,12 +833,14 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 	c.peerAck, c.peerBufs = h.MSeqAck(), int(h.Bufs())
 	c.stats.MsgsRx++
 	c.inMsg, c.msgLeft, c.msgHeld = true, int(h.Len()), credit
-	// Only a credit update (an empty Data message) never asks for credits
-	// back: two peers would otherwise answer each other's updates for ever.
-	// A sink that reads a large SrcAvail in small pieces sends one
+	// Zero copy's messages ask for their buffers back, as data does: a
+	// sink that reads a large SrcAvail in small pieces sends one
 	// RdmaRdCompl per piece, and a source that only waits must return
-	// those buffers or the sink runs out of credits half-way.
-	c.msgFrees = h.MID() != MIDData
+	// those buffers or the sink runs out of credits half-way. A credit
+	// update (an empty Data message) never does (two peers would answer
+	// each other's updates for ever), nor DisConn, after which the peer
+	// sends nothing that needs them.
+	c.msgFrees = h.MID().zeroCopy()
 	if credit {
 		c.posted--
 	}
@@ -903,6 +905,13 @@ func (c *Conn) maybeReturnCredits() {
 		return
 	}
 	if c.fc != FlowCredit || c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
+		return
+	}
+	if c.peerDis && c.zsrc == nil {
+		// The peer has ended its stream: it needs credits only to
+		// answer an offer of ours. An update now could reach a socket
+		// it has closed, which the kernel answers with a reset that
+		// cuts what we still have to read.
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
