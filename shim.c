@@ -1571,9 +1571,10 @@ static void send_reject(int fd)
  * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
-	if (e->passive) {
-		/* The accepting side keeps its socket: the engine let go of a
-		 * connection whose peer left before the handshake. */
+	if (e->passive || reason == SDP_REASON_PEER_CLOSED) {
+		/* The socket stays: the engine let go of a connection whose
+		 * peer left before the handshake (either side) or before its
+		 * first FPDU (the accepting side). */
 		e->at_eof = 1;
 		mark_tcp(fd, e, reason);
 		if (engine_pid == getpid())
@@ -2854,9 +2855,18 @@ static void drain_unread(int fd, struct fdent *e)
 {
 	if (e->dupped || e->shared || e->born_forks != atomic_load(&n_forks))
 		return;
-	char b[512];
-	for (int i = 0; i < 8 && real.recv(fd, b, sizeof b, MSG_DONTWAIT) > 0; i++)
-		;
+	/* Only the handshake frame goes: bytes after it are the peer's
+	 * application data (a connecting side sends right after its Reply),
+	 * and a close with those unread resets, as TCP's does. */
+	unsigned char b[512];
+	ssize_t n = real.recv(fd, b, sizeof b, MSG_DONTWAIT | MSG_PEEK);
+	if (n <= 0)
+		return;
+	if (n >= 20 && memcmp(b, "MPA ID Re", 9) == 0 &&
+	    n > (ssize_t)(20 + ((size_t)b[18] << 8 | b[19])))
+		return;
+	ssize_t r = real.recv(fd, b, (size_t)n, MSG_DONTWAIT);
+	(void)r;
 }
 
 EXPORT int close(int fd)

@@ -28,7 +28,6 @@ type state uint8
 const (
 	stAwaitRequest state = iota // active: TCP up, waiting for the MPA Request
 	stAwaitReply                // passive: Request sent, waiting for the Reply
-	stAwaitFirst                // active: Reply sent, may not send before an FPDU arrives
 	stEstablished
 	stFailed
 )
@@ -83,7 +82,7 @@ type Stats struct {
 	TxRecords              uint64 // runs of FPDUs handed to the kernel as one record (iwarp.QP.TxRecords)
 	Rx                     iwarp.RxStats
 	Markers, CRC, RxMarker bool
-	Up                     bool // Hello/HelloAck done and the first FPDU passed
+	Up                     bool // Hello/HelloAck done: the Reply sent (connecting side) or received (accepting side)
 }
 
 // Conn is one SDP connection over one kernel TCP socket.
@@ -133,23 +132,28 @@ type Conn struct {
 	msgHeld  bool   // it holds a buffer until its payload is read
 	msgFrees bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
 
-	wrShut      bool // DisConn queued (shutdown SHUT_WR or close)
-	disSent     bool
-	peerDis     bool // DisConn received: end of stream after rq
-	closed      bool // the application closed its descriptor
-	eof         bool // kernel stream ended
-	parts       [][]byte
-	hdr         [BSDHLen]byte
-	early       []byte // taken before the connection was up; sent first once it is
-	efd         int    // eventfd for waiting threads, -1 until one asks (Waiter)
-	sleepers    int    // threads asleep on efd that said so (Sleep, Woke)
-	uncounted   bool   // some thread waits on efd without saying so: always ring it
-	changes     uint64 // counts events that may make a waiter ready
-	edges       uint32 // counts arrivals the application may see (edge-triggered epoll)
-	wasWritable bool
-	bg          bool // a background goroutine is driving the connection
-	stats       Stats
-	lastWait    time.Time
+	wrShut   bool // DisConn queued (shutdown SHUT_WR or close)
+	disSent  bool
+	peerDis  bool // DisConn received: end of stream after rq
+	closed   bool // the application closed its descriptor
+	eof      bool // kernel stream ended
+	parts    [][]byte
+	hdr      [BSDHLen]byte
+	early    []byte // taken before the connection was up; sent first once it is
+	earlyOOB int    // early[earlyOOB-1] is an urgent byte (0: none)
+	// creditStalled: a send waited for credits since our last update; a
+	// peer that has sent DisConn may have none left to return them.
+	creditStalled bool
+	peerFirst     bool   // the peer's first FPDU has arrived
+	efd           int    // eventfd for waiting threads, -1 until one asks (Waiter)
+	sleepers      int    // threads asleep on efd that said so (Sleep, Woke)
+	uncounted     bool   // some thread waits on efd without saying so: always ring it
+	changes       uint64 // counts events that may make a waiter ready
+	edges         uint32 // counts arrivals the application may see (edge-triggered epoll)
+	wasWritable   bool
+	bg            bool // a background goroutine is driving the connection
+	stats         Stats
+	lastWait      time.Time
 
 	fc FlowControl // agreed with the peer in Hello/HelloAck
 
@@ -497,11 +501,13 @@ func (c *Conn) fill() bool {
 		// our Request unread (the kernel resets such a close).
 		c.peerLeft("reset")
 		return false
-	case err == unix.ECONNRESET && c.st == stAwaitFirst:
+	case err == unix.ECONNRESET && c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0:
 		// Our Reply met an accepting side that had closed before its first
 		// FPDU, so before any byte of its application: end of stream, as
-		// TCP shows a server that accepted and closed.
-		c.onEOF()
+		// TCP shows a server that accepted and closed. Had we sent it
+		// bytes, its close with them unread is a reset over TCP too.
+		c.eof = true
+		c.edges++
 		return false
 	default:
 		c.fail(err)
@@ -515,11 +521,12 @@ func (c *Conn) fill() bool {
 // plain TCP socket it is, with the kernel's own answers to its reads (end of
 // stream) and writes (accepted, then a reset), as over TCP.
 func (c *Conn) peerLeft(how string) {
+	c.stats.Up = false // nothing went over SDP: no connection in the counts
 	c.fallback(&FallbackError{Reason: "peer-closed", Detail: "the peer left before the handshake (" + how + ")"})
 }
 
 func (c *Conn) fallback(fb *FallbackError) {
-	fb.Early, c.early = c.early, nil
+	fb.Early, c.early, c.earlyOOB = c.early, nil, 0
 	c.fb = fb
 	c.changes++
 }
@@ -535,6 +542,13 @@ func (c *Conn) onEOF() {
 		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
 	case c.st == stAwaitReply:
 		c.peerLeft("end of stream")
+	case c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0 && c.qp.Buffered() == 0:
+		// The accepting side closed before its first FPDU, so before any
+		// byte of its application, and has had nothing of ours: its
+		// program never used the connection. The socket goes back to the
+		// application, which then sees what TCP shows: end of stream, and
+		// a write that the kernel takes before the peer's reset.
+		c.peerLeft("end of stream before its first FPDU")
 	case c.qp.Buffered() > 0 || c.inMsg:
 		c.fail(&ProtoError{Err: errors.New("sdp: stream ended inside a message")})
 	}
@@ -641,7 +655,14 @@ func (c *Conn) onRequest(now time.Time) bool {
 	c.qp.WriteRaw(iwarp.AppendMPAFrame(nil, &iwarp.MPAFrame{Reply: true, Markers: c.cfg.Markers, CRC: c.cfg.CRC, Rev: 1, PrivateData: ack}))
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
 	c.qp.StartFullOperation(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
-	c.st = stAwaitFirst
+	// We send at once, not after the accepting side's first FPDU (RFC
+	// 5044 §7.1.2's rule for hardware that must switch to framing first;
+	// the accepting engine reads its stream in order, Reply then FPDUs):
+	// the accepting program may make no call for a while, and TCP would
+	// have delivered our bytes to its kernel meanwhile. The Hello's
+	// buffers are all a Data message needs; the rdma and nic modes send
+	// Data messages too until the ChRcvBuf names the ring (ringSend).
+	c.st, c.stats.Up = stEstablished, true
 	_ = c.flush()
 	return true
 }
@@ -732,7 +753,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		c.fail(unix.ECONNRESET)
 		return
 	case seg.QN == 0 && c.fc.ring() && (seg.Opcode() == iwarp.OpImmediate || seg.Opcode() == iwarp.OpImmediateSE):
-		if c.st == stAwaitFirst {
+		if c.role == Active && c.peerRingSize == 0 {
 			seg.Release()
 			c.failProto(errors.New("sdp: ring data before the ring announcement"))
 			return
@@ -749,9 +770,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		c.failProto(&iwarp.Error{Layer: iwarp.LayerRDMAP, Type: iwarp.RDMAPErrTypeOperation, Code: iwarp.RDMAPErrOpcode, Msg: "RDMAP: unexpected opcode " + seg.Opcode().String()})
 		return
 	}
-	if c.st == stAwaitFirst {
-		c.st, c.stats.Up = stEstablished, true
-	}
+	c.peerFirst = true
 	payload := seg.Payload
 	if seg.MO == 0 {
 		if len(payload) < BSDHLen {
@@ -907,16 +926,18 @@ func (c *Conn) maybeReturnCredits() {
 	if c.fc != FlowCredit || c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
 		return
 	}
-	if c.peerDis && c.zsrc == nil {
+	if c.peerDis && c.zsrc == nil && !c.creditStalled {
 		// The peer has ended its stream: it needs credits only to
-		// answer an offer of ours. An update now could reach a socket
-		// it has closed, which the kernel answers with a reset that
-		// cuts what we still have to read.
+		// answer an offer of ours, or to return buffers we wait for
+		// (it half-closed and reads what we send). An update otherwise
+		// could reach a socket it has closed, which the kernel answers
+		// with a reset that cuts what we still have to read.
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
 	if c.freed >= max(1, c.bufs/2) || peerView < 2 {
 		c.sendControl(MIDData)
+		c.creditStalled = false
 	}
 }
 

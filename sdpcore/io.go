@@ -152,7 +152,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 // returns how many it took. With mayProgress it may read the socket for
 // credits.
 func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
-	if c.fc.ring() {
+	if c.ringSend() {
 		return c.pushRing(bufs, total)
 	}
 	sent := 0
@@ -163,6 +163,8 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 			}
 			if c.credits() < 2 || c.st != stEstablished {
 				c.stats.CreditStalls++
+				c.creditStalled = true
+				c.maybeReturnCredits() // the peer may wait for ours to send them
 				break
 			}
 		}
@@ -291,6 +293,14 @@ func (c *Conn) drainEarly(now time.Time) {
 		return
 	}
 	c.corked = false
+	if c.earlyOOB > 0 && c.st == stEstablished && !c.wrShutSent() {
+		n := c.sendOOBNow([][]byte{c.early[:c.earlyOOB]}, c.earlyOOB, now, false)
+		c.stats.UserCopiesTx -= uint64(n) // counted when queued
+		c.early, c.earlyOOB = c.early[n:], c.earlyOOB-n
+		if c.earlyOOB > 0 {
+			return
+		}
+	}
 	if len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() {
 		n := c.push([][]byte{c.early}, len(c.early), now, false)
 		c.stats.UserCopiesTx -= uint64(n) // counted when queued

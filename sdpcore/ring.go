@@ -148,6 +148,12 @@ func (c *Conn) postImmediate(n int) {
 	c.stats.MsgsTx++
 }
 
+// ringSend says whether data goes by RDMA Writes into the peer's ring: in
+// the rdma and nic modes once the peer has named it. Before that (a
+// connecting side between its Reply and the peer's ChRcvBuf) data goes in
+// Data messages, which every receiver takes.
+func (c *Conn) ringSend() bool { return c.fc.ring() && c.peerRingSize != 0 }
+
 func (c *Conn) ringRoom() int {
 	if c.peerRingSize == 0 {
 		return 0

@@ -278,15 +278,24 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 			if c.st == stFailed {
 				return 0, errnoOf(c.err)
 			}
-			return 0, ErrWouldBlock // the byte needs a message of its own, after the early bytes
+			if c.earlyOOB > 0 || c.wrShut {
+				return 0, ErrWouldBlock // one urgent byte waits at a time
+			}
+			// Before the connection is up (the accepting program sends
+			// urgent data right after accept), the bytes join the early
+			// queue with the urgent byte marked, as the kernel takes
+			// them into its send buffer; drainEarly sends them as urgent.
+			n := c.queueEarly(bufs)
+			if n == 0 {
+				return 0, ErrWouldBlock
+			}
+			if n == total {
+				c.earlyOOB = len(c.early)
+			}
+			return n, nil
 		}
 	}
-	var sent int
-	if c.fc.ring() {
-		sent = c.sendOOBRing(bufs, total)
-	} else {
-		sent = c.sendOOBMsgs(bufs, total, now)
-	}
+	sent := c.sendOOBNow(bufs, total, now, true)
 	_ = c.flush()
 	if sent == 0 {
 		return 0, c.sendErr()
@@ -294,18 +303,27 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 	return sent, nil
 }
 
+// sendOOBNow sends bufs with the last byte urgent as far as the mode
+// allows now; with mayProgress it may read the socket for credits.
+func (c *Conn) sendOOBNow(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
+	if c.ringSend() {
+		return c.sendOOBRing(bufs, total)
+	}
+	return c.sendOOBMsgs(bufs, total, now, mayProgress)
+}
+
 // sendOOBMsgs is sendOOB in the modes that carry all data in Data messages.
-func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time) int {
+func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
 	defer func() { c.txFlags = 0 }()
 	sent := 0
 	if total > 1 {
 		c.txFlags = FlagOOBPend
-		sent = c.push(bufs, total-1, now, true)
+		sent = c.push(bufs, total-1, now, mayProgress)
 	}
 	if sent == total-1 {
 		c.txFlags = FlagOOBPres
 		last := [][]byte{lastByte(bufs)}
-		sent += c.push(last, 1, now, true)
+		sent += c.push(last, 1, now, mayProgress)
 	}
 	return sent
 }

@@ -313,6 +313,7 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 		}
 		if c.credits() < 2 || c.st != stEstablished {
 			c.stats.CreditStalls++
+			c.creditStalled = true
 			return 0, ErrWouldBlock
 		}
 	}
