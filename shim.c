@@ -582,6 +582,7 @@ static struct {
 	sdp_engine_exit_fn exit;
 	sdp_recv_cancel_fn recv_cancel; /* optional: Write ZCopy */
 	sdp_send_cancel_fn send_cancel; /* optional: Read ZCopy */
+	sdp_set_buffers_fn set_buffers; /* optional: SO_SNDBUF, SO_RCVBUF */
 } eng;
 
 static pid_t engine_pid;   /* process that loaded the engine, 0: none */
@@ -975,6 +976,7 @@ URG_WRAP(int64_t, take_early, (int fd, char *buf, int len), (fd, buf, len))
 URG_WRAP(int, exit, (void), ())
 URG_WRAP(int64_t, recv_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
 URG_WRAP(int64_t, send_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+URG_WRAP(int, set_buffers, (int fd, int snd, int rcv), (fd, snd, rcv))
 
 /* urg_wrap routes the application's engine calls through the wrappers. */
 static void urg_wrap(void)
@@ -998,6 +1000,8 @@ static void urg_wrap(void)
 		eng.recv_cancel = urg_recv_cancel;
 	if (eng.send_cancel)
 		eng.send_cancel = urg_send_cancel;
+	if (eng.set_buffers)
+		eng.set_buffers = urg_set_buffers;
 }
 
 static int load_engine(void)
@@ -1052,6 +1056,7 @@ static int load_engine(void)
 			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
 			eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
 			eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
+			eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
 		}
 		struct sdp_engine_config ec = {
 			.abi_version = SDP_ABI_VERSION,
@@ -1812,6 +1817,8 @@ static int attach_locked(int fd, struct fdent *e)
 		return -1;
 	}
 	e->engine_pid = engine_pid; /* this process's: eng.attach needed it loaded */
+	if ((e->sndbuf || e->rcvbuf) && eng.set_buffers)
+		eng.set_buffers(fd, e->sndbuf, e->rcvbuf);
 	atomic_store(&e->kind, K_SDP);
 	if (e->shared)
 		attach_siblings(fd);
@@ -2435,6 +2442,7 @@ static void accepted_sdp(int c, struct fdent *l)
 	e->passive = 1;
 	e->app_port = l->app_port;
 	e->nodelay = l->nodelay; /* as TCP's accepted sockets inherit it */
+	e->rcvbuf = l->rcvbuf, e->sndbuf = l->sndbuf; /* the kernel's do too */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w != e->reqlen)
@@ -3179,8 +3187,11 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		int r = real.setsockopt(fd, level, name, val, len);
 		if (r == 0) {
 			*(name == SO_RCVBUF ? &e->rcvbuf : &e->sndbuf) = *(const int *)val;
-			if (atomic_load(&e->kind) == K_LISTEN && e->hidden >= 0)
+			int k = atomic_load(&e->kind);
+			if (k == K_LISTEN && e->hidden >= 0)
 				real.setsockopt(e->hidden, level, name, val, len);
+			if (k == K_SDP && e->engine_pid == getpid() && eng.set_buffers)
+				eng.set_buffers(fd, e->sndbuf, e->rcvbuf);
 		}
 		return r;
 	}

@@ -174,4 +174,10 @@ typedef int64_t (*sdp_recv_cancel_fn)(int fd, const struct iovec *iov, int iovcn
 typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcnt);
 #define SDP_CAP_WRITE_ZCOPY 0x04
 
+/* The application's SO_SNDBUF and SO_RCVBUF on fd, as it passed them to
+ * setsockopt (0: never set): the engine then keeps no more than the kernel
+ * would for those sizes (sdpcore/bufsize.go). Called after sdp_attach and
+ * on every later setsockopt of either. */
+typedef int (*sdp_set_buffers_fn)(int fd, int sndbuf, int rcvbuf);
+
 #endif

@@ -229,6 +229,17 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 	return C.int(result(int(fd), c, 0, err))
 }
 
+//export sdp_set_buffers
+func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
+	defer guard(int(fd), &rc)
+	c := lookup(int(fd), callOther)
+	if c == nil {
+		return -C.int(goneErr(int(fd)))
+	}
+	c.SetBufferSizes(int(sndbuf), int(rcvbuf))
+	return 0
+}
+
 //export sdp_close
 func sdp_close(fd C.int) (rc C.int) {
 	defer guard(int(fd), &rc)

@@ -144,16 +144,19 @@ type Conn struct {
 	// creditStalled: a send waited for credits since our last update; a
 	// peer that has sent DisConn may have none left to return them.
 	creditStalled bool
-	peerFirst     bool   // the peer's first FPDU has arrived
-	efd           int    // eventfd for waiting threads, -1 until one asks (Waiter)
-	sleepers      int    // threads asleep on efd that said so (Sleep, Woke)
-	uncounted     bool   // some thread waits on efd without saying so: always ring it
-	changes       uint64 // counts events that may make a waiter ready
-	edges         uint32 // counts arrivals the application may see (edge-triggered epoll)
-	wasWritable   bool
-	bg            bool // a background goroutine is driving the connection
-	stats         Stats
-	lastWait      time.Time
+	peerFirst     bool // the peer's first FPDU has arrived
+	// sndLimit, rcvLimit: the application's SO_SNDBUF and SO_RCVBUF as the
+	// kernel counts them (bufsize.go); 0: not set.
+	sndLimit, rcvLimit int
+	efd                int    // eventfd for waiting threads, -1 until one asks (Waiter)
+	sleepers           int    // threads asleep on efd that said so (Sleep, Woke)
+	uncounted          bool   // some thread waits on efd without saying so: always ring it
+	changes            uint64 // counts events that may make a waiter ready
+	edges              uint32 // counts arrivals the application may see (edge-triggered epoll)
+	wasWritable        bool
+	bg                 bool // a background goroutine is driving the connection
+	stats              Stats
+	lastWait           time.Time
 
 	fc FlowControl // agreed with the peer in Hello/HelloAck
 
@@ -427,7 +430,7 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 		if c.st == stFailed || c.fb != nil {
 			return
 		}
-		if c.rqBytes >= rxLimit {
+		if c.rqBytes >= c.rxMax() {
 			break // a reader that falls behind leaves the rest to TCP's window
 		}
 		// After a read that emptied the socket the next one would only say

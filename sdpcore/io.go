@@ -156,7 +156,7 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		return c.pushRing(bufs, total)
 	}
 	sent := 0
-	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
+	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
 		if c.credits() < 2 {
 			if mayProgress {
 				c.progress(now)
@@ -168,7 +168,7 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 				break
 			}
 		}
-		n := min(total-sent, c.peerBufSize-BSDHLen)
+		n := min(total-sent, c.msgRoom())
 		c.parts = gather(c.parts[:0], bufs, sent, n)
 		c.parts = c.separate(c.parts, n)
 		if !c.appendData(n) {
@@ -176,7 +176,7 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		}
 		clear(c.parts)
 		sent += n
-		if c.qp.TxPending() >= c.cfg.TxBacklog/2 {
+		if c.qp.TxPending() >= c.txBacklog()/2 {
 			_ = c.flush()
 		}
 	}
@@ -253,7 +253,7 @@ const earlyMax = 256 << 10
 func (c *Conn) queueEarly(bufs [][]byte) int {
 	n := 0
 	for _, b := range bufs {
-		room := earlyMax - len(c.early)
+		room := c.earlyMax() - len(c.early)
 		if room <= 0 {
 			break
 		}
@@ -596,10 +596,10 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.eof || (c.peerDis && c.disSent) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.cfg.TxBacklog &&
-		(!c.fc.ring() || c.heldLen() < c.cfg.TxBacklog) {
+	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.txBacklog() &&
+		(!c.fc.ring() || c.heldLen() < c.txBacklog()) {
 		ready |= EvOut
-	} else if (c.st != stEstablished || c.corked) && c.st != stFailed && !c.wrShut && len(c.early) < earlyMax {
+	} else if (c.st != stEstablished || c.corked) && c.st != stFailed && !c.wrShut && len(c.early) < c.earlyMax() {
 		ready |= EvOut // the early queue (or a corked run) has room
 	} else if c.wrShut || c.eof || c.reset != nil {
 		ready |= EvOut // a write will fail at once, as on TCP
@@ -609,7 +609,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 		wait |= EvIn
 	}
 	if want&EvOut != 0 && ready&EvOut == 0 {
-		if c.qp.TxPending() >= c.cfg.TxBacklog {
+		if c.qp.TxPending() >= c.txBacklog() {
 			wait |= EvOut
 		} else {
 			wait |= EvIn // handshake or credits: both arrive as input

@@ -37,7 +37,7 @@ func (c *Conn) progressLoop() {
 		c.progress(time.Now())
 		var ev int16
 		wait := idleWait
-		if c.rqBytes < rxLimit {
+		if c.rqBytes < c.rxMax() {
 			ev |= unix.POLLIN
 		} else {
 			wait = fullWait

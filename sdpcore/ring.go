@@ -172,7 +172,7 @@ func (c *Conn) heldLen() int { return len(c.held) - c.heldOff }
 
 // drainHeld sends held bytes while the peer's ring has room.
 func (c *Conn) drainHeld() {
-	for c.heldLen() > 0 && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
+	for c.heldLen() > 0 && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
 		n := c.heldUrgent(c.heldLen()) // a held urgent byte ends the write before it
 		if n == 0 {
 			continue // it was the urgent byte, sent in a Data message
@@ -213,7 +213,7 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 	c.drainHeld()
 	sent := 0
 	if c.heldLen() == 0 {
-		for sent < total && c.st == stEstablished && c.qp.TxPending() < c.cfg.TxBacklog {
+		for sent < total && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
 			n := min(total-sent, c.ringRoom(), c.ringMsgMax())
 			if n <= 0 {
 				break
@@ -226,7 +226,7 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 		}
 	}
 	if sent < total && c.st == stEstablished {
-		room := c.cfg.TxBacklog - c.heldLen()
+		room := c.txBacklog() - c.heldLen()
 		if room > 0 {
 			n := min(total-sent, room)
 			if c.heldLen() > 0 {

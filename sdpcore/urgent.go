@@ -333,7 +333,7 @@ func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time, mayProgress 
 // (or the send buffer), and the byte in a Data message flagged OOB_PRES,
 // at once or, behind held bytes, from drainHeld.
 func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
-	if c.st != stEstablished || c.qp.TxPending() >= c.cfg.TxBacklog {
+	if c.st != stEstablished || c.qp.TxPending() >= c.txBacklog() {
 		return 0
 	}
 	c.drainHeld()
@@ -348,9 +348,9 @@ func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
 	}
 	b := lastByte(bufs)
 	switch {
-	case c.heldLen() == 0 && c.qp.TxPending() < c.cfg.TxBacklog:
+	case c.heldLen() == 0 && c.qp.TxPending() < c.txBacklog():
 		c.postOOB(FlagOOBPres, b)
-	case c.heldLen() < c.cfg.TxBacklog:
+	case c.heldLen() < c.txBacklog():
 		c.held = append(c.held, b[0])
 		c.urg.heldAt = len(c.held)
 		c.stats.UserCopiesTx++
