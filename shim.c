@@ -1868,10 +1868,43 @@ static pid_t my_tid(void)
  * most this much, never lost. */
 #define SHARED_WAIT_MS 10
 
-/* wait_ready blocks until the engine says want is ready on fd (or an error
- * or hang-up is). Returns 0, -EINTR, or the engine's negative result. */
-static int wait_ready(int fd, int want)
+/* call_deadline is when a blocking call on fd gives up with EAGAIN: now plus
+ * the socket's SO_RCVTIMEO (want POLLIN) or SO_SNDTIMEO (POLLOUT), as the
+ * kernel times a blocking TCP call; -1 when none is set. Asked once per
+ * call, and only when the call has to wait. */
+static int64_t call_deadline(int fd, int want)
 {
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof tv;
+	if (real.getsockopt(fd, SOL_SOCKET, want == POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &l) < 0 ||
+	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return -1;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + (int64_t)tv.tv_sec * 1000000000 +
+	       (int64_t)tv.tv_usec * 1000;
+}
+
+/* ms_left is what remains until deadline (call_deadline), rounded up; 0 once
+ * it has passed. */
+static int ms_left(int64_t deadline)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t left = deadline - ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	if (left <= 0)
+		return 0;
+	return left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
+}
+
+/* wait_ready blocks until the engine says want is ready on fd (or an error
+ * or hang-up is). Returns 0, -EINTR, -EAGAIN when the call's SO_RCVTIMEO or
+ * SO_SNDTIMEO has passed (*deadline: 0 until the call first waits, then
+ * call_deadline's), or the engine's negative result. */
+static int wait_ready(int fd, int want, int64_t *deadline)
+{
+	if (*deadline == 0)
+		*deadline = call_deadline(fd, want);
 	struct fdent *e = ours(fd);
 	if (e) {
 		pid_t t = my_tid(), last = atomic_exchange(&e->last_tid, t);
@@ -1892,6 +1925,16 @@ static int wait_ready(int fd, int want)
 			kw = POLLIN;
 		if (e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
 			tmo = SHARED_WAIT_MS;
+		if (*deadline > 0) {
+			int left = ms_left(*deadline);
+			if (left == 0) {
+				if (woke)
+					eng.poll(fd, SDP_POLL_WOKE, &kw, &tmo, &efd, &edges);
+				return -EAGAIN;
+			}
+			if (tmo < 0 || tmo > left)
+				tmo = left;
+		}
 		struct pollfd p[2] = { { .fd = fd, .events = (short)kw }, { .fd = efd, .events = POLLIN } };
 		unsigned urg = atomic_load(&urg_sent);
 		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable() && !urg_restart(urg)) {
@@ -2047,6 +2090,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 	size_t total = iov_total(iov, cnt), done = 0;
 	struct iovec local[IOV_LOCAL];
 	int nonblock = -1;
+	int64_t deadline = 0; /* SO_SNDTIMEO, once the call waits */
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int64_t n;
@@ -2084,7 +2128,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLOUT);
+			int w = wait_ready(fd, POLLOUT, &deadline);
 			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_SEND_WAIT) && eng.send_cancel) {
 				/* The engine may have offered these bytes to the peer
 				 * (Read ZCopy): it keeps its own copy of what the peer
@@ -2093,10 +2137,10 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 				if (k > 0)
 					return done + (size_t)k;
 			}
-			if (w == -EINTR) {
+			if (w == -EINTR || w == -EAGAIN) {
 				if (done)
 					return done;
-				errno = EINTR;
+				errno = -w;
 				return -1;
 			}
 			if (w <= -SDP_FALLBACK) {
@@ -2146,6 +2190,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	int eflags = (flags & MSG_PEEK) ? SDP_RECV_PEEK : 0;
 	struct iovec local[IOV_LOCAL];
 	int nonblock = -1, fill = 0;
+	int64_t deadline = 0; /* SO_RCVTIMEO, once the call waits */
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int ef = eflags;
@@ -2182,7 +2227,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLIN);
+			int w = wait_ready(fd, POLLIN, &deadline);
 			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_RECV_WAIT) && eng.recv_cancel) {
 				/* The engine may have offered these buffers to the
 				 * peer (Write ZCopy): take them back before returning. */
@@ -2190,10 +2235,10 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				if (k > 0)
 					return done + (size_t)k;
 			}
-			if (w == -EINTR) {
+			if (w == -EINTR || w == -EAGAIN) {
 				if (done)
 					return done;
-				errno = EINTR;
+				errno = -w;
 				return -1;
 			}
 			if (w < 0 && w > -SDP_FALLBACK) {

@@ -926,7 +926,16 @@ func (c *Conn) maybeReturnCredits() {
 		c.maybeAckRing()
 		return
 	}
-	if c.fc != FlowCredit || c.st != stEstablished || c.freed == 0 || c.credits() < 1 {
+	if c.fc != FlowCredit || c.st != stEstablished || c.credits() < 1 {
+		return
+	}
+	peerView := c.advBufs - int(c.recvSeq-c.advAck)
+	// A peer that has ended its stream may have spent its last credit on
+	// DisConn: while a send of ours waits for credits, it may need our
+	// acknowledgement of its messages (which an update carries, freed
+	// buffers or not) to return the buffers it has emptied.
+	rescue := c.creditStalled && c.peerDis && peerView < 2
+	if c.freed == 0 && !rescue {
 		return
 	}
 	if c.peerDis && c.zsrc == nil && !c.creditStalled {
@@ -937,7 +946,6 @@ func (c *Conn) maybeReturnCredits() {
 		// with a reset that cuts what we still have to read.
 		return
 	}
-	peerView := c.advBufs - int(c.recvSeq-c.advAck)
 	if c.freed >= max(1, c.bufs/2) || peerView < 2 {
 		c.sendControl(MIDData)
 		c.creditStalled = false

@@ -64,6 +64,9 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
 	}
+	if flags&SendOOB == 0 && totalLen(bufs) == 0 {
+		return 0, nil // as TCP: nothing to take, whatever the state (a wait here never ends)
+	}
 	if c.zsrc != nil {
 		return c.collectZCopy(firstBuf(bufs), now) // ours, or another call's, which comes first
 	}
@@ -135,6 +138,17 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		total += len(b)
 	}
 	sent := c.push(bufs, total, now, true)
+	if sent < total && total-sent <= queueSmall && c.creditQueue() && !c.zcopyOK(bufs, flags) {
+		// Out of credits (the peer's application has not read yet): a
+		// small rest waits in the send queue, as bytes wait in TCP's
+		// send buffer, and goes with later ones in as few messages as
+		// credits allow when they come back (seed 000's append
+		// coalescing). Small sends are no longer held to a buffer each:
+		// 1,000 sends of 10 bytes to a reader that reads after them all
+		// fit, as over TCP. Larger ones wait for credits, sent from the
+		// application's buffer (integrated buffering copies once).
+		sent += c.queueEarly(gather(nil, bufs, sent, total-sent))
+	}
 	_ = c.flush()
 	if sent == 0 {
 		if c.st == stFailed {
@@ -263,7 +277,8 @@ func (c *Conn) queueEarly(bufs [][]byte) int {
 		c.early = append(c.early, b...)
 		n += len(b)
 	}
-	c.stats.UserCopiesTx += uint64(n)
+	// Counted when framed, with PayloadTx: the queue stands in for the
+	// kernel's send buffer, which a copy into TCP's would fill too.
 	return n
 }
 
@@ -279,11 +294,21 @@ func (c *Conn) sendFullCorked(now time.Time) {
 	}
 	full := len(c.early) / unit * unit
 	n := c.push([][]byte{c.early[:full]}, full, now, false)
-	c.stats.UserCopiesTx -= uint64(n) // counted when queued
 	c.early = c.early[n:]
 	if n > 0 {
 		_ = c.flush()
 	}
+}
+
+// queueSmall: the most of one send that waits in the send queue for credits.
+const queueSmall = 16 << 10
+
+// creditQueue says whether sends wait in the early queue for credits now:
+// in credit flow control, once the peer's buffers are used up (or bytes
+// already wait there), while the kernel takes what is framed.
+func (c *Conn) creditQueue() bool {
+	return c.fc == FlowCredit && c.st == stEstablished && !c.wrShut && c.qp.TxPending() < c.txBacklog() &&
+		(c.credits() < 2 || len(c.early) > 0)
 }
 
 // drainEarly sends early (and corked) bytes as far as the mode allows.
@@ -295,7 +320,6 @@ func (c *Conn) drainEarly(now time.Time) {
 	c.corked = false
 	if c.earlyOOB > 0 && c.st == stEstablished && !c.wrShutSent() {
 		n := c.sendOOBNow([][]byte{c.early[:c.earlyOOB]}, c.earlyOOB, now, false)
-		c.stats.UserCopiesTx -= uint64(n) // counted when queued
 		c.early, c.earlyOOB = c.early[n:], c.earlyOOB-n
 		if c.earlyOOB > 0 {
 			return
@@ -303,7 +327,6 @@ func (c *Conn) drainEarly(now time.Time) {
 	}
 	if len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() {
 		n := c.push([][]byte{c.early}, len(c.early), now, false)
-		c.stats.UserCopiesTx -= uint64(n) // counted when queued
 		c.early = c.early[n:]
 	}
 	if len(c.early) == 0 {
@@ -389,6 +412,14 @@ func (c *Conn) sendable() error {
 }
 
 func errnoOf(err error) error { return Errno(err) }
+
+func totalLen(bufs [][]byte) int {
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	return n
+}
 
 // gather appends to dst the slices of bufs that cover n bytes from offset off.
 func gather(dst [][]byte, bufs [][]byte, off, n int) [][]byte {
@@ -599,8 +630,8 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.txBacklog() &&
 		(!c.fc.ring() || c.heldLen() < c.txBacklog()) {
 		ready |= EvOut
-	} else if (c.st != stEstablished || c.corked) && c.st != stFailed && !c.wrShut && len(c.early) < c.earlyMax() {
-		ready |= EvOut // the early queue (or a corked run) has room
+	} else if (c.st != stEstablished || c.corked || c.creditQueue()) && c.st != stFailed && !c.wrShut && len(c.early) < c.earlyMax() {
+		ready |= EvOut // the early queue (a corked run, the send queue) has room
 	} else if c.wrShut || c.eof || c.reset != nil {
 		ready |= EvOut // a write will fail at once, as on TCP
 	}
@@ -724,7 +755,25 @@ func (c *Conn) Handed() bool {
 
 func (c *Conn) finished() bool {
 	return c.st == stFailed || c.fb != nil || c.eof ||
-		(c.disSent && c.qp.TxPending() == 0 && c.peerDis)
+		(c.disSent && c.qp.TxPending() == 0 && c.peerDis && c.peerQuiet())
+}
+
+// peerQuiet says that the peer will send nothing more: it has ended its
+// stream, sends nothing once it has seen our DisConn, and has acknowledged
+// everything of ours before it, so no credit update or ring acknowledgement
+// of its is still to come. Closing the socket before that lets such a
+// message meet a closed socket, whose reset costs the peer what it has not
+// read yet (a peer that half-closed first and reads our last bytes, as a
+// client that shuts down its output and reads the echo). Otherwise the
+// close waits for the peer's end of stream (Linger).
+func (c *Conn) peerQuiet() bool {
+	switch {
+	case c.fc == FlowCredit:
+		return c.mseq-c.peerAck <= 1 // only our DisConn
+	case c.fc.ring():
+		return c.ringAcked == c.ringWr
+	}
+	return true // transport flow control: no update is ever sent
 }
 
 // abort sends AbortConn (best effort) and fails the connection.
@@ -739,8 +788,12 @@ func (c *Conn) abort() {
 // Linger finishes a closed connection on fd, a duplicate of its socket: it
 // sends what is queued and DisConn, and waits for the peer's DisConn so that
 // the peer's last credit updates never meet a closed socket (which would
-// reset the connection and lose data the peer has not read yet). It closes
-// fd when done or at until.
+// reset the connection and lose data the peer has not read yet). When both
+// DisConns have passed but the peer may still acknowledge (peerQuiet), it
+// ends the TCP stream (a FIN, the socket still reading) and waits for the
+// peer's end in turn: the peer's engine, at the end of our stream, sends
+// nothing more and lets its socket close; two ends that close together
+// both finish so. It closes fd when done or at until.
 func (c *Conn) Linger(fd int, until time.Time) {
 	ownFd(fd, true)
 	defer closeOwn(fd)
@@ -748,6 +801,7 @@ func (c *Conn) Linger(fd int, until time.Time) {
 	c.qp.SetFd(fd)
 	c.releaseWaiter()
 	c.mu.Unlock()
+	finSent := false
 	for {
 		now := time.Now()
 		c.mu.Lock()
@@ -755,6 +809,10 @@ func (c *Conn) Linger(fd int, until time.Time) {
 		c.queueDisConn()
 		_ = c.flush()
 		done := c.finished()
+		if !done && !finSent && c.disSent && c.qp.TxPending() == 0 && c.peerDis {
+			_ = unix.Shutdown(fd, unix.SHUT_WR)
+			finSent = true
+		}
 		var ev int16 = unix.POLLIN
 		if c.qp.TxPending() > 0 {
 			ev |= unix.POLLOUT

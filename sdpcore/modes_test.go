@@ -152,17 +152,24 @@ func sendMixed(t *testing.T, c *Conn, data []byte, rng *rand.Rand, until time.Ti
 
 // closeBoth closes both ends as the engine does: a connection that cannot
 // finish at once lingers on a duplicate of its socket.
+// The application's close of its descriptor is a shutdown here (the test
+// closes the descriptor at cleanup): the peer sees the end of the stream,
+// which a lingering peer waits for.
 func closeBoth(t *testing.T, cs ...*Conn) {
 	var wg sync.WaitGroup
 	for _, c := range cs {
-		if !c.Close(time.Now()) {
-			d := mustDup(t, c.Fd())
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.Linger(d, time.Now().Add(10*time.Second))
-			}()
+		fd := c.Fd()
+		if c.Close(time.Now()) {
+			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+			continue
 		}
+		d := mustDup(t, fd)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Linger(d, time.Now().Add(10*time.Second))
+			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
+		}()
 	}
 	wg.Wait()
 }

@@ -130,8 +130,8 @@ func (c *Conn) onRingData(imm []byte) error {
 // maybeAckRing tells the peer of ring space the application emptied, once
 // it is half the ring: the peer may be waiting for it.
 func (c *Conn) maybeAckRing() {
-	if c.st != stEstablished || c.ring == nil {
-		return
+	if c.st != stEstablished || c.ring == nil || c.peerDis {
+		return // a peer that has ended its stream writes no more
 	}
 	if c.ringFreed-c.ringAdv >= uint32(len(c.ring))/2 {
 		c.postImmediate(0)

@@ -298,8 +298,7 @@ func (c *Conn) finishDetached(now time.Time) {
 	c.stats.PayloadTx += uint64(z.read)
 	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
 	if rest := z.buf[z.read:]; len(rest) > 0 && c.st == stEstablished && !c.eof {
-		c.early = append(rest, c.early...)        // before what later calls queued there
-		c.stats.UserCopiesTx += uint64(len(rest)) // drainEarly counts them as taken from here
+		c.early = append(rest, c.early...) // before what later calls queued there
 		c.drainEarly(now)
 	}
 	c.changes++

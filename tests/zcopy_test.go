@@ -56,18 +56,24 @@ func TestZCopyBlocking(t *testing.T) {
 func TestWriteZCopyBlocking(t *testing.T) {
 	shim, ctx := setup(t)
 	bins := compileC(ctx, t, t.TempDir(), []family{{prog: "zcopy_write"}})
-	_, c, s := runPreloaded(ctx, t, shim, bins["zcopy_write"], "-")
 	const rounds = 8
-	wr, avails, writes := s.n(t, "zcopy_write_rx"), s.n(t, "zcopy_sink_avails"), c.n(t, "zcopy_write_sends")
-	t.Logf("server: zcopy_sink_avails=%d zcopy_write_rx=%d zcopy_rx=%d user_copies_rx=%d direct_placed_rx=%d; client: zcopy_write_sends=%d zcopy_read_sends=%d",
-		avails, wr, s.n(t, "zcopy_rx"), s.n(t, "user_copies_rx"), s.n(t, "direct_placed_rx"), writes, c.n(t, "zcopy_read_sends"))
-	assert.GreaterOrEqual(t, avails, int64(1), "the blocking recv offered its buffer")
-	assert.GreaterOrEqual(t, wr, int64(zcopyMsg), "at least one 1 MiB recv was filled by RDMA Write")
-	assert.Equal(t, wr, writes*zcopyMsg, "each RDMA Write filled a whole 1 MiB recv")
-	assert.Equal(t, int64(rounds*zcopyMsg), c.n(t, "payload_tx"))
-	// Bytes not moved by zero copy (a round lost to Read ZCopy's cancel timer) may be
-	// copied; those moved by RDMA Write are not.
-	assert.LessOrEqual(t, s.n(t, "user_copies_rx"), int64(rounds*zcopyMsg)-wr+64, "copies on the receiving side")
+	// Which offer wins each round is a race; a busy machine may give all eight of a run
+	// to Read ZCopy. Every run is checked; one of at most three must use RDMA Write.
+	var most int64
+	for try := 0; try < 3 && most < zcopyMsg; try++ {
+		_, c, s := runPreloaded(ctx, t, shim, bins["zcopy_write"], "-")
+		wr, avails, writes := s.n(t, "zcopy_write_rx"), s.n(t, "zcopy_sink_avails"), c.n(t, "zcopy_write_sends")
+		t.Logf("server: zcopy_sink_avails=%d zcopy_write_rx=%d zcopy_rx=%d user_copies_rx=%d direct_placed_rx=%d; client: zcopy_write_sends=%d zcopy_read_sends=%d",
+			avails, wr, s.n(t, "zcopy_rx"), s.n(t, "user_copies_rx"), s.n(t, "direct_placed_rx"), writes, c.n(t, "zcopy_read_sends"))
+		assert.GreaterOrEqual(t, avails, int64(1), "the blocking recv offered its buffer")
+		assert.Equal(t, wr, writes*zcopyMsg, "each RDMA Write filled a whole 1 MiB recv")
+		assert.Equal(t, int64(rounds*zcopyMsg), c.n(t, "payload_tx"))
+		// Bytes not moved by zero copy (a round lost to Read ZCopy's cancel timer) may be
+		// copied; those moved by RDMA Write are not.
+		assert.LessOrEqual(t, s.n(t, "user_copies_rx"), int64(rounds*zcopyMsg)-wr+64, "copies on the receiving side")
+		most = max(most, wr)
+	}
+	assert.GreaterOrEqual(t, most, int64(zcopyMsg), "at least one 1 MiB recv was filled by RDMA Write")
 }
 
 // TestZCopyInterrupted runs zcopy_intr.c with both ends preloaded and shows by the engines'
