@@ -1,0 +1,26 @@
+# A server (without SO_REUSEADDR) closes its connection first (its end waits in TIME_WAIT on the
+# port) and its listener; then bind on the same port, without and with SO_REUSEADDR: both fail
+# over TCP (the TIME_WAIT socket did not set SO_REUSEADDR).
+# sdp-conns: 2
+from edge import *
+
+srv = listener()
+addr = srv.getsockname()
+c = socket.create_connection(addr)
+a, _ = srv.accept()
+for x in (a, c):
+    x.settimeout(10)
+c.sendall(b"bye?")
+attempt("server recv", lambda: a.recv(10))
+a.sendall(b"bye")
+a.close()
+out("client read", read_to_end(c))
+c.close()
+srv.close()
+s = socket.socket()
+attempt("bind without SO_REUSEADDR", lambda: s.bind(addr))
+s.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+attempt("bind with SO_REUSEADDR", lambda: s.bind(addr))
+done()
