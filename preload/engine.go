@@ -445,6 +445,7 @@ func onPanic(fd int, r any) int {
 			delete(conns, fd)
 			accountLocked(c)
 			dead[fd] = unix.EIO
+			c.Abandon() // nothing of ours may touch fd's number again
 		}
 		mu.Unlock()
 	}

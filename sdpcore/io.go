@@ -722,6 +722,27 @@ func (c *Conn) Close(now time.Time) bool {
 	return done
 }
 
+// Abandon ends the connection without a word on the wire, for an engine
+// that lost it (an internal error): goroutines still driving it (Background)
+// stop at their next look, before the descriptor's number can name another
+// socket. A caller that may hold c.mu (a panic inside a method) does not
+// wait for it: the marking then happens as soon as the lock is free.
+func (c *Conn) Abandon() {
+	mark := func() {
+		c.closed = true
+		c.fail(unix.EIO)
+		c.mu.Unlock()
+	}
+	if c.mu.TryLock() {
+		mark()
+		return
+	}
+	go func() {
+		c.mu.Lock()
+		mark()
+	}()
+}
+
 // Abort is close with SO_LINGER {on, 0}: AbortConn (best effort) instead
 // of DisConn, nothing more is sent or kept, and the caller's close of the
 // socket then resets the TCP connection.
