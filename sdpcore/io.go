@@ -115,6 +115,13 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		c.drainEarly(now)
 		_ = c.flush()
 		if c.st != stEstablished || len(c.early) > 0 {
+			if c.st == stEstablished && totalLen(bufs) > queueSmall {
+				// Small sends wait in the queue for credits; a large
+				// one waits for the queue to empty and then goes from
+				// its own buffer (one copy, or zero copy), or a bulk
+				// sender would keep refilling the queue and copy twice.
+				return 0, ErrWouldBlock
+			}
 			n := c.queueEarly(bufs)
 			if n == 0 {
 				return 0, ErrWouldBlock
@@ -138,16 +145,16 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		total += len(b)
 	}
 	sent := c.push(bufs, total, now, true)
-	if sent < total && total-sent <= queueSmall && c.creditQueue() && !c.zcopyOK(bufs, flags) {
-		// Out of credits (the peer's application has not read yet): a
-		// small rest waits in the send queue, as bytes wait in TCP's
-		// send buffer, and goes with later ones in as few messages as
-		// credits allow when they come back (seed 000's append
-		// coalescing). Small sends are no longer held to a buffer each:
-		// 1,000 sends of 10 bytes to a reader that reads after them all
-		// fit, as over TCP. Larger ones wait for credits, sent from the
-		// application's buffer (integrated buffering copies once).
-		sent += c.queueEarly(gather(nil, bufs, sent, total-sent))
+	if sent < total && c.creditQueue() {
+		// Out of credits (the peer's application has not read yet): up
+		// to queueSmall bytes wait in the send queue, as bytes wait in
+		// TCP's send buffer, and go with later small sends in as few
+		// messages as credits allow when they come back (seed 000's
+		// append coalescing). Small sends are no longer held to a buffer
+		// each: 1,000 sends of 10 bytes to a reader that reads after
+		// them all fit, as over TCP. A large send leaves the rest for
+		// when the queue has drained, sent from its own buffer.
+		sent += c.queueEarly(gather(nil, bufs, sent, min(total-sent, queueSmall)))
 	}
 	_ = c.flush()
 	if sent == 0 {
@@ -303,12 +310,14 @@ func (c *Conn) sendFullCorked(now time.Time) {
 // queueSmall: the most of one send that waits in the send queue for credits.
 const queueSmall = 16 << 10
 
-// creditQueue says whether sends wait in the early queue for credits now:
-// in credit flow control, once the peer's buffers are used up (or bytes
-// already wait there), while the kernel takes what is framed.
+// creditQueue says whether a small send would wait in the early queue for
+// credits now: in credit flow control, once the peer's buffers are used up,
+// while the kernel takes what is framed. The socket reports writable for
+// it only while the queue is empty: a sender that queued waits for it to
+// drain (a blocking one would otherwise spin on sends the queue refuses).
 func (c *Conn) creditQueue() bool {
 	return c.fc == FlowCredit && c.st == stEstablished && !c.wrShut && c.qp.TxPending() < c.txBacklog() &&
-		(c.credits() < 2 || len(c.early) > 0)
+		c.credits() < 2 && len(c.early) == 0
 }
 
 // drainEarly sends early (and corked) bytes as far as the mode allows.
