@@ -64,7 +64,8 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
 	}
-	if flags&SendOOB == 0 && totalLen(bufs) == 0 {
+	total := totalLen(bufs)
+	if flags&SendOOB == 0 && total == 0 {
 		return 0, nil // as TCP: nothing to take, whatever the state (a wait here never ends)
 	}
 	if c.zsrc != nil {
@@ -115,7 +116,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		c.drainEarly(now)
 		_ = c.flush()
 		if c.st != stEstablished || len(c.early) > 0 {
-			if c.st == stEstablished && totalLen(bufs) > queueSmall {
+			if c.st == stEstablished && total > queueSmall {
 				// Small sends wait in the queue for credits; a large
 				// one waits for the queue to empty and then goes from
 				// its own buffer (one copy, or zero copy), or a bulk
@@ -139,10 +140,6 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	}
 	if c.zcopyOK(bufs, flags) && c.startZCopy(bufs[0], now) {
 		return 0, ErrWouldBlock // the call waits for the answer and comes back (collectZCopy)
-	}
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
 	}
 	sent := c.push(bufs, total, now, true)
 	if sent < total && c.creditQueue() {
@@ -538,10 +535,7 @@ func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
 	if c.st == stFailed {
 		return 0, errnoOf(c.err)
 	}
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
-	}
+	total := totalLen(bufs)
 	if total == 0 {
 		return 0, nil
 	}

@@ -263,10 +263,7 @@ func (c *Conn) recvUrgent(bufs [][]byte, flags RecvFlags) (n int, ok bool) {
 // A partial count leaves the urgent byte unsent: the caller's next send
 // with MSG_OOB carries it (its last byte is the same byte).
 func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
-	}
+	total := totalLen(bufs)
 	if total == 0 {
 		return 0, nil
 	}
