@@ -368,6 +368,8 @@ struct fdent {
 	int rcvbuf, sndbuf;      /* SO_RCVBUF, SO_SNDBUF as the application set them; 0: never */
 	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
+	int reuse_app;           /* K_LISTEN: SO_REUSEADDR as the application set it (its twin has 1) */
+	int reuse_shown;         /* accepted on a twin: its listener's reuse_app + 1; 0: the kernel's */
 	uint8_t req[REQ_MAX];
 };
 
@@ -434,6 +436,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->dupped = 0;
 	atomic_store(&e->nb, -1);
 	e->nodelay = e->cork = -1;
+	e->reuse_app = e->reuse_shown = 0;
 	atomic_store(&e->last_tid, 0);
 	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
@@ -1462,6 +1465,44 @@ static void neg_add(const struct sockaddr *sa)
 
 /* ---- falling back to TCP ------------------------------------------------ */
 
+/* carried_opts are the options a socket hands on to the sockets made in
+ * its place: the fresh socket of a fallback, and a listener's SDP twin,
+ * whose accepted sockets inherit them as TCP's inherit their listener's.
+ * Not SO_SNDBUF/SO_RCVBUF: setting them would stop the kernel's
+ * autotuning, whose values are all a read gives back (the application's
+ * are in e). Not TCP_NODELAY and TCP_CORK: the engine sets them on the
+ * transport; the application's own values are in e. */
+static const int carried_opts[][2] = {
+	{ SOL_SOCKET, SO_KEEPALIVE },    { SOL_SOCKET, SO_OOBINLINE },      { SOL_SOCKET, SO_LINGER },
+	{ SOL_SOCKET, SO_PRIORITY },     { SOL_SOCKET, SO_RCVTIMEO },       { SOL_SOCKET, SO_SNDTIMEO },
+	{ IPPROTO_TCP, TCP_KEEPIDLE },   { IPPROTO_TCP, TCP_KEEPINTVL },    { IPPROTO_TCP, TCP_KEEPCNT },
+	{ IPPROTO_TCP, TCP_USER_TIMEOUT }, { IPPROTO_IP, IP_TOS },          { IPPROTO_IPV6, IPV6_TCLASS },
+};
+
+static int is_carried(int level, int name)
+{
+	for (size_t i = 0; i < sizeof carried_opts / sizeof carried_opts[0]; i++)
+		if (carried_opts[i][0] == level && carried_opts[i][1] == name)
+			return 1;
+	return 0;
+}
+
+/* carry_opts gives socket to the carried options of socket from, where
+ * they differ (a listen() or a fallback: rare enough for 24 calls). */
+static void carry_opts(int from, int to)
+{
+	for (size_t i = 0; i < sizeof carried_opts / sizeof carried_opts[0]; i++) {
+		int lv = carried_opts[i][0], nm = carried_opts[i][1];
+		unsigned char a[32], b[32];
+		socklen_t al = sizeof a, bl = sizeof b;
+		if (real.getsockopt(from, lv, nm, a, &al) < 0)
+			continue;
+		if (real.getsockopt(to, lv, nm, b, &bl) == 0 && al == bl && !memcmp(a, b, al))
+			continue;
+		real.setsockopt(to, lv, nm, a, al);
+	}
+}
+
 /* replace_socket puts a fresh socket of the same kind in place of fd,
  * keeping the descriptor number, its flags and the options that matter. */
 static int replace_socket(int fd, struct fdent *e)
@@ -1471,19 +1512,11 @@ static int replace_socket(int fd, struct fdent *e)
 	int ns = real.socket(e->family, SOCK_STREAM, 0);
 	if (ns < 0)
 		return -1;
-	static const int opts[][2] = {
-		/* Not SO_SNDBUF/SO_RCVBUF: setting them would stop the kernel's
-		 * autotuning, whose values are all a read gives back. */
-		/* Not TCP_NODELAY and TCP_CORK: the engine sets them on the
-		 * transport; the application's own values are in e. */
-		{ SOL_SOCKET, SO_KEEPALIVE }, { SOL_SOCKET, SO_REUSEADDR },
-	};
-	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-		int v;
-		socklen_t l = sizeof v;
-		if (real.getsockopt(fd, opts[i][0], opts[i][1], &v, &l) == 0 && v != 0)
-			setsockopt(ns, opts[i][0], opts[i][1], &v, l);
-	}
+	carry_opts(fd, ns);
+	int v;
+	socklen_t vl = sizeof v;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v, &vl) == 0 && v != 0)
+		real.setsockopt(ns, SOL_SOCKET, SO_REUSEADDR, &v, vl);
 	if (e->nodelay > 0)
 		real.setsockopt(ns, IPPROTO_TCP, TCP_NODELAY, &e->nodelay, sizeof e->nodelay);
 	if (e->cork > 0)
@@ -2439,7 +2472,13 @@ EXPORT int listen(int fd, int backlog)
 		return r;
 	int one = 1, rp = 0;
 	socklen_t rpl = sizeof rp;
+	/* The twin always reuses S(P): a restarted server finds it in
+	 * TIME_WAIT from its own closes. getsockopt shows the application's. */
 	setsockopt(h, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	socklen_t ral = sizeof e->reuse_app;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &e->reuse_app, &ral) < 0)
+		e->reuse_app = 0;
+	carry_opts(fd, h);
 	/* Listeners that share P by SO_REUSEPORT share S(P) the same way, so the
 	 * kernel spreads SDP connections over them as it spreads TCP's. */
 	if (real.getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &rp, &rpl) == 0 && rp)
@@ -2488,6 +2527,7 @@ static void accepted_sdp(int c, struct fdent *l)
 	e->app_port = l->app_port;
 	e->nodelay = l->nodelay; /* as TCP's accepted sockets inherit it */
 	e->rcvbuf = l->rcvbuf, e->sndbuf = l->sndbuf; /* the kernel's do too */
+	e->reuse_shown = l->reuse_app + 1;             /* the twin's is 1 */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w != e->reqlen)
@@ -2660,6 +2700,11 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return -1;
 	}
 	if (k == K_ACTIVE || k == K_SDP || k == K_PASSIVE) {
+		/* The kernel's answer: 0 to the first connect() after a
+		 * non-blocking one completed, EISCONN after that. Not AF_UNSPEC,
+		 * which would disconnect the transport under the engine. */
+		if (addr && len >= sizeof(sa_family_t) && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
+			return real.connect(fd, addr, len);
 		errno = EISCONN;
 		return -1;
 	}
@@ -2963,6 +3008,8 @@ static void dup_ours(int oldfd, int newfd)
 	n->nodelay = o->nodelay;
 	n->patient = o->patient;
 	n->cork = o->cork;
+	n->rcvbuf = o->rcvbuf, n->sndbuf = o->sndbuf;
+	n->reuse_app = o->reuse_app, n->reuse_shown = o->reuse_shown;
 	n->hidden = -1;
 	memcpy(&n->dst, &o->dst, sizeof n->dst);
 	n->dstlen = o->dstlen;
@@ -3222,6 +3269,20 @@ static int tcp_opt_kept(struct fdent *e, int level, int name)
 	return k == K_CONNECTING || k == K_ACTIVE || k == K_PASSIVE || k == K_SDP;
 }
 
+/* opt_set follows an option the kernel took: a listener's twin takes
+ * what its accepted sockets inherit, and SO_REUSEADDR set on an accepted
+ * socket is the kernel's to show again. */
+static void opt_set(struct fdent *e, int level, int name, const void *val, socklen_t len)
+{
+	if (level == SOL_SOCKET && name == SO_REUSEADDR) {
+		e->reuse_shown = 0;
+		if (val && len >= sizeof(int))
+			e->reuse_app = *(const int *)val != 0;
+	}
+	if (atomic_load(&e->kind) == K_LISTEN && e->hidden >= 0 && is_carried(level, name))
+		real.setsockopt(e->hidden, level, name, val, len);
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	need_real();
@@ -3240,8 +3301,14 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		}
 		return r;
 	}
-	if (!e || level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK))
+	if (!e)
 		return real.setsockopt(fd, level, name, val, len);
+	if (level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK)) {
+		int r = real.setsockopt(fd, level, name, val, len);
+		if (r == 0)
+			opt_set(e, level, name, val, len);
+		return r;
+	}
 	if (!tcp_opt_kept(e, level, name)) {
 		/* Not decided yet (or TCP): the kernel's, remembered for later. */
 		int r = real.setsockopt(fd, level, name, val, len);
@@ -3293,6 +3360,11 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		if (r == 0 && *(int *)val == ECONNRESET)
 			atomic_store(&e->reset_told, 1);
 		return r;
+	}
+	if (e && e->reuse_shown && level == SOL_SOCKET && name == SO_REUSEADDR && val && len && *len >= sizeof(int)) {
+		*(int *)val = e->reuse_shown - 1;
+		*len = sizeof(int);
+		return 0;
 	}
 	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
 		*(int *)val = e->so_error;

@@ -673,6 +673,11 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 	if c.fb != nil {
 		return c.fb
 	}
+	if c.disSent && c.peerDis {
+		// Both ends' DisConn have passed: TCP's socket is closed by now
+		// (both FINs acknowledged) and shutdown reports ENOTCONN.
+		return unix.ENOTCONN
+	}
 	if rd {
 		// As TCP after SHUT_RD: a read with nothing queued returns end of
 		// stream at once, and the socket polls readable.
