@@ -1843,6 +1843,8 @@ static int attach_locked(int fd, struct fdent *e)
 		}
 	}
 	logmsg(3, "fd %d: handing the %s connection to the engine", fd, kind_name(k));
+	if ((e->sndbuf || e->rcvbuf) && eng.set_buffers)
+		eng.set_buffers(fd, e->sndbuf, e->rcvbuf); /* before its first read */
 	int rc = eng.attach(fd, k == K_PASSIVE ? SDP_ROLE_PASSIVE : SDP_ROLE_ACTIVE | (e->patient ? SDP_ROLE_PATIENT : 0),
 			    k == K_PASSIVE ? e->req : NULL, k == K_PASSIVE ? e->reqlen : 0);
 	if (rc < 0) {

@@ -176,8 +176,9 @@ typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcn
 
 /* The application's SO_SNDBUF and SO_RCVBUF on fd, as it passed them to
  * setsockopt (0: never set): the engine then keeps no more than the kernel
- * would for those sizes (sdpcore/bufsize.go). Called after sdp_attach and
- * on every later setsockopt of either. */
+ * would for those sizes (sdpcore/bufsize.go). Called just before
+ * sdp_attach (the engine keeps them for that descriptor's connection, which
+ * starts with them), after it, and on every later setsockopt of either. */
 typedef int (*sdp_set_buffers_fn)(int fd, int sndbuf, int rcvbuf);
 
 #endif

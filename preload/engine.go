@@ -55,6 +55,11 @@ var (
 	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 	early     = map[int][]byte{}          // bytes a connection that fell back still owes the peer
+	// bufSizes holds the application's SO_SNDBUF and SO_RCVBUF given for a
+	// descriptor just before it is attached: the connection starts with
+	// them, before its first read (sizes given after attach came too late
+	// for a progress goroutine that read ahead meanwhile).
+	bufSizes = map[int][2]int{}
 	// dead holds the descriptors whose connection an internal error ended:
 	// until the application closes one, its calls get the error, not EBADF.
 	dead = map[int]unix.Errno{}
@@ -139,16 +144,23 @@ func lookup(fd int, kind callKind) *sdpcore.Conn {
 }
 
 func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
+	cfg := coreCfg
+	mu.Lock()
+	if b, ok := bufSizes[fd]; ok {
+		cfg.SndBuf, cfg.RcvBuf = b[0], b[1]
+		delete(bufSizes, fd)
+	}
+	mu.Unlock()
 	var c *sdpcore.Conn
 	if role == sdpcore.Passive {
 		var err error
-		c, err = sdpcore.NewPassive(fd, coreCfg, request)
+		c, err = sdpcore.NewPassive(fd, cfg, request)
 		if err != nil {
 			logf(levelError, "fd %d: %v", fd, err)
 			return -errnoEIOResult
 		}
 	} else {
-		c = sdpcore.NewActive(fd, coreCfg, time.Now())
+		c = sdpcore.NewActive(fd, cfg, time.Now())
 		if patient {
 			c.SetPatient()
 		}
@@ -368,6 +380,7 @@ func flushAtExit(max time.Duration) {
 func closeConn(fd int) {
 	mu.Lock()
 	delete(dead, fd)
+	delete(bufSizes, fd)
 	c := conns[fd]
 	delete(conns, fd)
 	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)

@@ -234,7 +234,12 @@ func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
 	defer guard(int(fd), &rc)
 	c := lookup(int(fd), callOther)
 	if c == nil {
-		return -C.int(goneErr(int(fd)))
+		// Not attached yet: the shim gives the sizes just before
+		// sdp_attach, which starts the connection with them.
+		mu.Lock()
+		bufSizes[int(fd)] = [2]int{int(sndbuf), int(rcvbuf)}
+		mu.Unlock()
+		return 0
 	}
 	c.SetBufferSizes(int(sndbuf), int(rcvbuf))
 	return 0

@@ -4,8 +4,8 @@
 #   - connection rate: one client process makes N connections in a row to one server process
 #     (connect, 1 byte each way, close; both Python), per connection: median and mean;
 #   - time to first byte of a fresh curl process against python3 -m http.server (median of R).
-# BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build of the shim (with
-# build/libsdp-engine.so), e.g. the one before a change.
+# BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build, e.g. the one before a
+# change, with the libsdp-engine.so beside it (else build/libsdp-engine.so).
 #
 #   bash scripts/bench-connect.sh [N=2000] [R=20]
 set -euo pipefail
@@ -59,8 +59,9 @@ wait_ready() {
 
 # row NAME SHIM: SHIM "" is plain TCP.
 row() {
-	local name=$1 so=$2 pre=() port
-	[[ -n $so ]] && pre=(LD_PRELOAD="$so" SDP_ENGINE="$LIBSDP_ENGINE")
+	local name=$1 so=$2 pre=() port eng=$LIBSDP_ENGINE
+	[[ -n $so && -f $(dirname "$so")/libsdp-engine.so ]] && eng=$(dirname "$so")/libsdp-engine.so
+	[[ -n $so ]] && pre=(LD_PRELOAD="$so" SDP_ENGINE="$eng")
 	port=$(free_port)
 	start_bg "$tmp/srv.out" "${pre[@]}" "$PYTHON" -u "$tmp/server.py" "$port"
 	local srv=$BG_PID

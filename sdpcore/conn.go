@@ -235,6 +235,7 @@ func (c *Conn) SetPatient() {
 
 // initModes records the local modes and starts the progress goroutine.
 func (c *Conn) initModes() {
+	c.sndLimit, c.rcvLimit = kernelBufSize(c.cfg.SndBuf), kernelBufSize(c.cfg.RcvBuf)
 	c.stats.FlowControl = c.fc.String()
 	c.stats.Buffering, c.stats.Progress = c.cfg.Buffering.String(), c.cfg.Progress.String()
 	if c.cfg.Progress == ProgressAsync {
