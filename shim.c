@@ -367,6 +367,8 @@ struct fdent {
 	unsigned owner_uid;      /* patient: the uid of P's listener, whom the connection must reach */
 	int rcvbuf, sndbuf;      /* SO_RCVBUF, SO_SNDBUF as the application set them; 0: never */
 	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
+	_Atomic int sk_err;      /* K_TCP: the kernel's pending error, which the shim or the engine read
+				  * for it (a reset before the handshake): the next call reports it once */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
@@ -429,6 +431,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->patient = 0;
 	e->rcvbuf = e->sndbuf = 0;
 	atomic_store(&e->reset_told, 0);
+	atomic_store(&e->sk_err, 0);
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
@@ -1576,6 +1579,10 @@ static void send_reject(int fd)
  * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
+	if (reason & SDP_FALLBACK_RESET) {
+		reason &= ~SDP_FALLBACK_RESET;
+		atomic_store(&e->sk_err, ECONNRESET);
+	}
 	if (e->passive || reason == SDP_REASON_PEER_CLOSED) {
 		/* The socket stays: the engine let go of a connection whose
 		 * peer left before the handshake (either side) or before its
@@ -1608,10 +1615,13 @@ static int fallback(int fd, struct fdent *e, int reason)
 	return r;
 }
 
+/* reason_of is the reason of an engine's fallback result, with
+ * SDP_FALLBACK_RESET kept for fallback(). */
 static int reason_of(int rc)
 {
 	int r = -rc - SDP_FALLBACK;
-	return (r > 0 && r < SDP_REASON_MAX) ? r : SDP_REASON_FOREIGN;
+	int base = r == (SDP_REASON_PEER_CLOSED | SDP_FALLBACK_RESET) ? SDP_REASON_PEER_CLOSED : r;
+	return (base > 0 && base < SDP_REASON_MAX) ? r : SDP_REASON_FOREIGN;
 }
 
 /* ---- attaching connections to the engine -------------------------------- */
@@ -1981,6 +1991,35 @@ static int iov_advance(const struct iovec *iov, int cnt, size_t off, struct iove
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 
+/* take_err takes e's pending error (sk_err): 0, or -1 with errno set to it,
+ * as the kernel reports its own to the next call and then forgets it. */
+static int take_err(struct fdent *e)
+{
+	int err = atomic_exchange(&e->sk_err, 0);
+	if (!err)
+		return 0;
+	errno = err;
+	return -1;
+}
+
+/* tcp_recvv and tcp_sendv are the calls of a connection that is plain TCP
+ * now: its pending error first, then the kernel's socket. */
+static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (take_err(e) < 0)
+		return -1;
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	return real.recvmsg(fd, &m, flags);
+}
+
+static ssize_t tcp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (take_err(e) < 0)
+		return -1;
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	return real.sendmsg(fd, &m, flags);
+}
+
 /* refused_as_reset: the application saw its connection made, so a refusal
  * of the reconnection to P (nothing listens there any more) is what TCP
  * would have shown as a reset of that connection. */
@@ -2000,8 +2039,7 @@ static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct
 		errno = EAGAIN;
 		return -1;
 	}
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
+	return tcp_sendv(fd, e, iov, cnt, flags | MSG_NOSIGNAL);
 }
 
 /* after_fallback_recv finishes a receive whose connection the engine let go
@@ -2015,8 +2053,7 @@ static ssize_t after_fallback_recv(int fd, struct fdent *e, int rc, const struct
 		errno = EAGAIN;
 		return -1;
 	}
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.recvmsg(fd, &m, flags);
+	return tcp_recvv(fd, e, iov, cnt, flags);
 }
 
 /* fallback_sent finishes a send that the engine took in part before it fell
@@ -2074,15 +2111,15 @@ static int reset_once(struct fdent *e, int err, int send)
 
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_TCP) /* here for its pending error (via_shim) */
+		return tcp_sendv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
 		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
-	if (atomic_load(&e->kind) == K_TCP) {
-		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-		return real.sendmsg(fd, &m, flags);
-	}
+	if (atomic_load(&e->kind) == K_TCP)
+		return tcp_sendv(fd, e, iov, cnt, flags);
 	if ((flags & MSG_OOB) && !eng.sendv_flags) {
 		errno = EOPNOTSUPP;
 		return -1;
@@ -2162,15 +2199,15 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_TCP) /* here for its pending error (via_shim) */
+		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
 		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
-	if (atomic_load(&e->kind) == K_TCP) {
-		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-		return real.recvmsg(fd, &m, flags);
-	}
+	if (atomic_load(&e->kind) == K_TCP)
+		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (flags & MSG_OOB) {
 		/* The urgent byte: never waits, as on TCP. */
 		int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
@@ -2179,8 +2216,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		if (n <= -SDP_FALLBACK) {
 			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS)
 				return -1;
-			struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-			return real.recvmsg(fd, &m, flags);
+			return tcp_recvv(fd, e, iov, cnt, flags);
 		}
 		errno = (int)-n;
 		return -1;
@@ -2263,6 +2299,13 @@ static inline int is_sdp_io(struct fdent *e)
 {
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
 	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING;
+}
+
+/* via_shim says whether a data call on e goes through sdp_recvv/sdp_sendv:
+ * those of the engine, and a TCP one with a pending error to report. */
+static inline int via_shim(struct fdent *e)
+{
+	return is_sdp_io(e) || atomic_load_explicit(&e->sk_err, memory_order_relaxed);
 }
 
 /* shim_knows says what the shim keeps for fd (shim/uring.c): 0 nothing,
@@ -2474,6 +2517,8 @@ EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+static void accepted_closed(int c, struct fdent *l, int err);
+
 /* accepted_sdp registers a connection accepted on the SDP port and writes
  * the MPA Request at once, so the connecting side learns it reached an SDP
  * peer within one round trip, whatever the application does next. */
@@ -2490,14 +2535,21 @@ static void accepted_sdp(int c, struct fdent *l)
 	e->rcvbuf = l->rcvbuf, e->sndbuf = l->sndbuf; /* the kernel's do too */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w < 0 && errno == ECONNRESET) {
+		/* Reset since do_accept looked: this send took the report. */
+		accepted_closed(c, l, ECONNRESET);
+		return;
+	}
 	if (w != e->reqlen)
 		logmsg(1, "fd %d: could not send the MPA Request: %s", c, w < 0 ? strerror(errno) : "short write");
 }
 
 /* accepted_closed registers a connection accepted on the SDP port whose
  * peer had closed it before any byte: a plain socket at end of stream, that
- * shows the application's port like any accepted SDP connection. */
-static void accepted_closed(int c, struct fdent *l)
+ * shows the application's port like any accepted SDP connection. err is
+ * the error the shim's look at it took from the kernel (a reset): the
+ * application's next call gets it, as over TCP. */
+static void accepted_closed(int c, struct fdent *l, int err)
 {
 	struct fdent *e = entry_new(c, K_CAND, l->family);
 	if (!e)
@@ -2505,6 +2557,7 @@ static void accepted_closed(int c, struct fdent *l)
 	e->passive = 1;
 	e->at_eof = 1;
 	e->app_port = l->app_port;
+	atomic_store(&e->sk_err, err);
 	mark_tcp(c, e, SDP_REASON_PEER_CLOSED);
 }
 
@@ -2534,8 +2587,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 				real.close(c);
 				continue;
 			}
-			if (r == 0) {
-				accepted_closed(c, l);
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				accepted_closed(c, l, r < 0 ? errno : 0);
 				return c;
 			}
 			accepted_sdp(c, l);
@@ -2726,7 +2779,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.read(fd, buf, n);
 	struct iovec v = { buf, n };
 	return sdp_recvv(fd, e, &v, 1, 0);
@@ -2743,7 +2796,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.write(fd, buf, n);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, 0);
@@ -2753,7 +2806,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.readv(fd, iov, cnt);
 	if (cnt < 0 || cnt > IOV_MAX) {
 		errno = EINVAL;
@@ -2766,7 +2819,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.writev(fd, iov, cnt);
 	if (cnt < 0 || cnt > IOV_MAX) {
 		errno = EINVAL;
@@ -2779,7 +2832,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.recv(fd, buf, n, flags);
 	struct iovec v = { buf, n };
 	return sdp_recvv(fd, e, &v, 1, flags);
@@ -2796,7 +2849,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.recvfrom(fd, buf, n, flags, addr, alen);
 	struct iovec v = { buf, n };
 	ssize_t r = sdp_recvv(fd, e, &v, 1, flags);
@@ -2820,7 +2873,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e)) {
+	if (!e || !via_shim(e)) {
 		ssize_t r = real.recvmsg(fd, msg, flags);
 		if (r >= 0 && msg->msg_controllen)
 			pass_in(msg); /* descriptors passed by another process (SCM_RIGHTS) */
@@ -2843,7 +2896,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.send(fd, buf, n, flags);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, flags);
@@ -2853,7 +2906,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.sendto(fd, buf, n, flags, addr, alen);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, flags);
@@ -2863,7 +2916,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e)) {
+	if (!e || !via_shim(e)) {
 		if (msg->msg_controllen && pass_out(msg) < 0)
 			return -1; /* a descriptor that cannot be passed (SCM_RIGHTS) */
 		return real.sendmsg(fd, msg, flags);
@@ -3294,6 +3347,12 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 			atomic_store(&e->reset_told, 1);
 		return r;
 	}
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->sk_err) && val && len &&
+	    *len >= sizeof(int)) {
+		*(int *)val = atomic_exchange(&e->sk_err, 0);
+		*len = sizeof(int);
+		return 0;
+	}
 	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
 		*(int *)val = e->so_error;
 		*len = sizeof(int);
@@ -3318,7 +3377,9 @@ static inline int poll_special(int fd)
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
 	if (k == K_EPOLL)
 		return e->ep && epset_count(e->ep) > 0;
-	return k != K_CAND && k != K_TCP && k != K_ENGINE && k != K_HIDDEN;
+	if (k == K_TCP) /* its pending error shows as POLLERR until reported */
+		return atomic_load_explicit(&e->sk_err, memory_order_relaxed) != 0;
+	return k != K_CAND && k != K_ENGINE && k != K_HIDDEN;
 }
 
 
@@ -3461,6 +3522,8 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				p->revents |= POLLIN;
 			else
 				p->revents |= k[j].revents;
+			if (kind == K_TCP && atomic_load(&e->sk_err))
+				p->revents |= POLLERR;
 		}
 		ready = 0;
 		for (nfds_t i = 0; i < n; i++)
@@ -4122,7 +4185,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 	if (!real_sendmmsg)
 		real_sendmmsg = dlsym(RTLD_NEXT, "sendmmsg");
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real_sendmmsg(fd, vec, vlen, flags);
 	unsigned int i;
 	for (i = 0; i < vlen; i++) {
@@ -4145,7 +4208,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, s
 	if (!real_recvmmsg)
 		real_recvmmsg = dlsym(RTLD_NEXT, "recvmmsg");
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real_recvmmsg(fd, vec, vlen, flags, tmo);
 	unsigned int i;
 	for (i = 0; i < vlen; i++) {
