@@ -2601,7 +2601,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 			struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = l->hidden, .events = POLLIN } };
 			if (real.poll(p, 2, -1) < 0)
 				return -1;
-			if (!(p[0].revents & POLLIN))
+			/* POLLHUP: fd listens no more (shutdown): its accept says so. */
+			if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
 				continue;
 		}
 		c = real.accept4(fd, addr, len, flags);
@@ -3214,10 +3215,25 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return sendfile(out, in, off, count);
 }
 
+/* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a listener stops it
+ * listening, resets its queue and wakes the threads in accept(), which then
+ * fail with EINVAL. Its SDP twin goes the same way, first, so that SDP
+ * clients are refused too and a waiting do_accept finds neither listening;
+ * a later listen() makes both listen again. */
+static int listener_shutdown(int fd, struct fdent *e, int how)
+{
+	int h = e->hidden;
+	if (h >= 0 && (how == SHUT_RD || how == SHUT_RDWR))
+		real.shutdown(h, how);
+	return real.shutdown(fd, how);
+}
+
 EXPORT int shutdown(int fd, int how)
 {
 	need_real();
 	struct fdent *e = ours(fd);
+	if (e && atomic_load(&e->kind) == K_LISTEN)
+		return listener_shutdown(fd, e, how);
 	if (!e || !is_sdp_io(e) || atomic_load(&e->kind) == K_CONNECTING)
 		return real.shutdown(fd, how);
 	if (attach(fd, e) < 0)
@@ -3518,8 +3534,8 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				}
 				continue;
 			}
-			if (k[j].fd != p->fd) /* the hidden SDP listener */
-				p->revents |= POLLIN;
+			if (k[j].fd != p->fd) /* the hidden SDP listener: POLLHUP is fd's own to give */
+				p->revents |= k[j].revents & POLLIN;
 			else
 				p->revents |= k[j].revents;
 			if (kind == K_TCP && atomic_load(&e->sk_err))
