@@ -369,6 +369,8 @@ struct fdent {
 	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
 	_Atomic int sk_err;      /* K_TCP: the kernel's pending error, which the shim or the engine read
 				  * for it (a reset before the handshake): the next call reports it once */
+	_Atomic int reconnecting; /* K_TCP: the fallback's connect to P, for a connection the
+				   * application saw established, is in progress (settle_reconnect) */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	uint8_t req[REQ_MAX];
 };
@@ -432,6 +434,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->rcvbuf = e->sndbuf = 0;
 	atomic_store(&e->reset_told, 0);
 	atomic_store(&e->sk_err, 0);
+	atomic_store(&e->reconnecting, 0);
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
@@ -1575,8 +1578,44 @@ static void send_reject(int fd)
 	real.send(fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+/* reconnected notes, for a connection the application saw established,
+ * how the fallback's connect to P went (r, errno): its failure is what TCP
+ * shows of that connection, a reset (ECONNRESET for a refusal, never a
+ * connect's ECONNREFUSED), reported once by the next call (sk_err); one
+ * still in progress is settled by that call (settle_reconnect). */
+static void reconnected(struct fdent *e, int r)
+{
+	int err = errno;
+	if (r == 0)
+		return;
+	if (err == EINPROGRESS || err == EINTR)
+		atomic_store(&e->reconnecting, 1);
+	else
+		atomic_store(&e->sk_err, err == ECONNREFUSED ? ECONNRESET : err);
+	errno = err;
+}
+
+/* reconnect connects fd to P without blocking, whatever its mode: refused,
+ * the socket is then left as a reset leaves one (end of stream, EPIPE), where
+ * a blocking connect's failure disconnects it (ENOTCONN). */
+static int reconnect(int fd, struct fdent *e)
+{
+	int fl = real.fcntl(fd, F_GETFL);
+	int toggle = fl >= 0 && !(fl & O_NONBLOCK);
+	if (toggle)
+		real.fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	int r = real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	int err = errno;
+	if (toggle)
+		real.fcntl(fd, F_SETFL, fl);
+	errno = err;
+	return r;
+}
+
 /* fallback reconnects fd over plain TCP to the application's address. It
- * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
+ * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one,
+ * and for any reconnection of a connection the application saw established,
+ * which the next call settles). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
 	if (reason & SDP_FALLBACK_RESET) {
@@ -1601,6 +1640,7 @@ static int fallback(int fd, struct fdent *e, int reason)
 		errno = ECONNREFUSED;
 		return -1;
 	}
+	int k = atomic_load(&e->kind), up = k == K_ACTIVE || k == K_SDP;
 	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
 		neg_add((struct sockaddr *)&e->dst);
 	if (reason == SDP_REASON_TIMEOUT || reason == SDP_REASON_VERSION || reason == SDP_REASON_ENGINE ||
@@ -1609,9 +1649,11 @@ static int fallback(int fd, struct fdent *e, int reason)
 	mark_tcp(fd, e, reason);
 	if (replace_socket(fd, e) < 0)
 		return -1;
-	int r = real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	int r = up ? reconnect(fd, e) : real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
 	if (engine_pid == getpid() && (r == 0 || errno == EINPROGRESS))
-		return send_early(fd, r);
+		r = send_early(fd, r);
+	if (up)
+		reconnected(e, r);
 	return r;
 }
 
@@ -1801,9 +1843,8 @@ static int attach_locked(int fd, struct fdent *e)
 	if (load_engine() != 0) {
 		if (k == K_ACTIVE) {
 			int r = fallback(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
-			if (r < 0 && errno == EINPROGRESS)
-				errno = EAGAIN;
-			return r < 0 && errno != EAGAIN ? -1 : 0;
+			/* Its failure is the connection's, for the call (sk_err). */
+			return r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err) ? -1 : 0;
 		}
 		errno = EIO;
 		return -1;
@@ -1992,53 +2033,82 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 
 /* take_err takes e's pending error (sk_err): 0, or -1 with errno set to it,
- * as the kernel reports its own to the next call and then forgets it. */
+ * as the kernel reports its own to the next call and then forgets it. The
+ * connection is over (reset_told): tcp_ready keeps it out of the kernel's
+ * epoll sets. */
 static int take_err(struct fdent *e)
 {
 	int err = atomic_exchange(&e->sk_err, 0);
 	if (!err)
 		return 0;
+	atomic_store(&e->reset_told, 1);
 	errno = err;
 	return -1;
 }
 
+/* settle_reconnect finishes, for a call on fd, the fallback's connect to P
+ * (reconnected): its failure becomes sk_err, a refusal ECONNRESET. A call
+ * that may block waits for it, as settle_connecting does; one that may not
+ * finds it in progress and gets the kernel's answer for a socket still
+ * connecting (EAGAIN). Returns 0, or -1 with errno (EINTR). */
+static int settle_reconnect(int fd, struct fdent *e, int may_block)
+{
+	while (atomic_load(&e->reconnecting)) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int r = real.poll(&p, 1, may_block ? -1 : 0);
+		if (r < 0 && errno == EINTR && restartable())
+			continue;
+		if (r <= 0)
+			return r;
+		if (!atomic_exchange(&e->reconnecting, 0))
+			break; /* another thread took the outcome */
+		int err = 0;
+		socklen_t l = sizeof err;
+		if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err)
+			atomic_store(&e->sk_err, err == ECONNREFUSED ? ECONNRESET : err);
+	}
+	return 0;
+}
+
 /* tcp_recvv and tcp_sendv are the calls of a connection that is plain TCP
- * now: its pending error first, then the kernel's socket. */
+ * now: its reconnection settled and its pending error first, then the
+ * kernel's socket. */
 static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->reconnecting) &&
+	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
 	if (take_err(e) < 0)
 		return -1;
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.recvmsg(fd, &m, flags);
+	ssize_t r = real.recvmsg(fd, &m, flags);
+	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
+		errno = ECONNRESET; /* refused since settle_reconnect looked */
+	return r;
 }
 
 static ssize_t tcp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->reconnecting) &&
+	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
 	if (take_err(e) < 0)
 		return -1;
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.sendmsg(fd, &m, flags);
-}
-
-/* refused_as_reset: the application saw its connection made, so a refusal
- * of the reconnection to P (nothing listens there any more) is what TCP
- * would have shown as a reset of that connection. */
-static int refused_as_reset(void)
-{
-	if (errno == ECONNREFUSED)
+	ssize_t r = real.sendmsg(fd, &m, flags);
+	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
 		errno = ECONNRESET;
-	return -1;
+	return r;
 }
 
+/* after_fallback_send finishes a send whose connection the engine let go
+ * of (rc is its fallback result) over TCP: a reconnection that failed or is
+ * in progress is the connection's (reconnected), for tcp_sendv to report. */
 static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
 {
 	int r = fallback(fd, e, reason_of(rc));
-	if (r < 0 && errno != EINPROGRESS)
-		return refused_as_reset();
-	if (r < 0 && (flags & MSG_DONTWAIT || is_nonblocking(fd))) {
-		errno = EAGAIN;
+	if (r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 		return -1;
-	}
 	return tcp_sendv(fd, e, iov, cnt, flags | MSG_NOSIGNAL);
 }
 
@@ -2047,12 +2117,8 @@ static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct
 static ssize_t after_fallback_recv(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
 {
 	int r = fallback(fd, e, reason_of(rc));
-	if (r < 0 && errno != EINPROGRESS)
-		return refused_as_reset();
-	if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
-		errno = EAGAIN;
+	if (r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 		return -1;
-	}
 	return tcp_recvv(fd, e, iov, cnt, flags);
 }
 
@@ -2111,7 +2177,7 @@ static int reset_once(struct fdent *e, int err, int send)
 
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
-	if (atomic_load(&e->kind) == K_TCP) /* here for its pending error (via_shim) */
+	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
 		return tcp_sendv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
@@ -2199,7 +2265,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
-	if (atomic_load(&e->kind) == K_TCP) /* here for its pending error (via_shim) */
+	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
 		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
@@ -2214,7 +2280,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		if (n >= 0)
 			return n;
 		if (n <= -SDP_FALLBACK) {
-			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS)
+			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 				return -1;
 			return tcp_recvv(fd, e, iov, cnt, flags);
 		}
@@ -2302,10 +2368,12 @@ static inline int is_sdp_io(struct fdent *e)
 }
 
 /* via_shim says whether a data call on e goes through sdp_recvv/sdp_sendv:
- * those of the engine, and a TCP one with a pending error to report. */
+ * those of the engine, and a TCP one with a pending error to report or a
+ * reconnection to settle. */
 static inline int via_shim(struct fdent *e)
 {
-	return is_sdp_io(e) || atomic_load_explicit(&e->sk_err, memory_order_relaxed);
+	return is_sdp_io(e) || atomic_load_explicit(&e->sk_err, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->reconnecting, memory_order_relaxed);
 }
 
 /* shim_knows says what the shim keeps for fd (shim/uring.c): 0 nothing,
@@ -3363,6 +3431,8 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 			atomic_store(&e->reset_told, 1);
 		return r;
 	}
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->reconnecting))
+		settle_reconnect(fd, e, 0);
 	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->sk_err) && val && len &&
 	    *len >= sizeof(int)) {
 		*(int *)val = atomic_exchange(&e->sk_err, 0);
@@ -3538,6 +3608,8 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				p->revents |= k[j].revents & POLLIN;
 			else
 				p->revents |= k[j].revents;
+			if (kind == K_TCP && atomic_load(&e->reconnecting))
+				settle_reconnect(p->fd, e, 0);
 			if (kind == K_TCP && atomic_load(&e->sk_err))
 				p->revents |= POLLERR;
 		}
@@ -3848,7 +3920,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r = NULL;
 	}
 	int rc = 0, err = 0;
-	if (!is_sdp_conn(k) && !r) {
+	if (!is_sdp_conn(k) && !(k == K_TCP && atomic_load(&e->sk_err)) && !r) {
 		pthread_mutex_unlock(&ep->mu);
 		return real.epoll_ctl(epfd, op, fd, ev);
 	}
@@ -3917,6 +3989,22 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
+/* tcp_ready: the events of a plain TCP socket with a pending error (POLLERR,
+ * as the kernel shows its own), or one reported: it stays in the emulated
+ * set, where edge-triggered waiters see no new edge (handed to the kernel's
+ * set, it would be reported once more); -1 (for the kernel's set) when it
+ * has none. */
+static int tcp_ready(int fd, struct fdent *e, short want, uint32_t *edges)
+{
+	int err = atomic_load(&e->sk_err) != 0;
+	if (!err && !atomic_load(&e->reset_told))
+		return -1;
+	*edges = 0; /* no more arrivals on a connection that is over */
+	struct pollfd p = { .fd = fd, .events = want };
+	real.poll(&p, 1, 0);
+	return p.revents | (err ? POLLERR : 0);
+}
+
 /* sdp_ready returns the poll events ready on an SDP connection, driving it
  * (attach, finishing a connect, falling back) as poll_emulated does. It
  * returns -1 when the descriptor has become a plain TCP socket. */
@@ -3943,14 +4031,16 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 			return 0;
 		k = atomic_load(&e->kind);
 	}
-	if (k == K_TCP || k == K_LISTEN)
+	if (k == K_TCP)
+		return tcp_ready(fd, e, want, edges);
+	if (k == K_LISTEN)
 		return -1;
 	if (k == K_ACTIVE || k == K_PASSIVE) {
 		if (attach(fd, e) < 0)
 			return POLLERR;
 		k = atomic_load(&e->kind);
 		if (k == K_TCP)
-			return -1;
+			return tcp_ready(fd, e, want, edges);
 	}
 	if (k != K_SDP)
 		return POLLNVAL;
@@ -3959,7 +4049,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 	int r = eng.poll(fd, want, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
-		return -1;
+		return tcp_ready(fd, e, want, edges);
 	}
 	return r < 0 ? POLLERR : r;
 }
