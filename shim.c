@@ -367,6 +367,10 @@ struct fdent {
 	unsigned owner_uid;      /* patient: the uid of P's listener, whom the connection must reach */
 	int rcvbuf, sndbuf;      /* SO_RCVBUF, SO_SNDBUF as the application set them; 0: never */
 	_Atomic int reset_told;  /* ECONNRESET was reported: later calls see EPIPE or end of stream */
+	_Atomic int sk_err;      /* K_TCP: the kernel's pending error, which the shim or the engine read
+				  * for it (a reset before the handshake): the next call reports it once */
+	_Atomic int reconnecting; /* K_TCP: the fallback's connect to P, for a connection the
+				   * application saw established, is in progress (settle_reconnect) */
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	int reuse_app;           /* K_LISTEN: SO_REUSEADDR as the application set it (its twin has 1) */
 	int reuse_shown;         /* accepted on a twin: its listener's reuse_app + 1; 0: the kernel's */
@@ -431,6 +435,8 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	e->patient = 0;
 	e->rcvbuf = e->sndbuf = 0;
 	atomic_store(&e->reset_told, 0);
+	atomic_store(&e->sk_err, 0);
+	atomic_store(&e->reconnecting, 0);
 	e->sdp_only = 0;
 	e->so_error = 0;
 	e->dupped = 0;
@@ -1605,10 +1611,50 @@ static void send_reject(int fd)
 	real.send(fd, b, sizeof b, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+/* reconnected notes, for a connection the application saw established,
+ * how the fallback's connect to P went (r, errno): its failure is what TCP
+ * shows of that connection, a reset (ECONNRESET for a refusal, never a
+ * connect's ECONNREFUSED), reported once by the next call (sk_err); one
+ * still in progress is settled by that call (settle_reconnect). */
+static void reconnected(struct fdent *e, int r)
+{
+	int err = errno;
+	if (r == 0)
+		return;
+	if (err == EINPROGRESS || err == EINTR)
+		atomic_store(&e->reconnecting, 1);
+	else
+		atomic_store(&e->sk_err, err == ECONNREFUSED ? ECONNRESET : err);
+	errno = err;
+}
+
+/* reconnect connects fd to P without blocking, whatever its mode: refused,
+ * the socket is then left as a reset leaves one (end of stream, EPIPE), where
+ * a blocking connect's failure disconnects it (ENOTCONN). */
+static int reconnect(int fd, struct fdent *e)
+{
+	int fl = real.fcntl(fd, F_GETFL);
+	int toggle = fl >= 0 && !(fl & O_NONBLOCK);
+	if (toggle)
+		real.fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	int r = real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	int err = errno;
+	if (toggle)
+		real.fcntl(fd, F_SETFL, fl);
+	errno = err;
+	return r;
+}
+
 /* fallback reconnects fd over plain TCP to the application's address. It
- * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one). */
+ * returns connect()'s result (-1 with EINPROGRESS for a non-blocking one,
+ * and for any reconnection of a connection the application saw established,
+ * which the next call settles). */
 static int fallback(int fd, struct fdent *e, int reason)
 {
+	if (reason & SDP_FALLBACK_RESET) {
+		reason &= ~SDP_FALLBACK_RESET;
+		atomic_store(&e->sk_err, ECONNRESET);
+	}
 	if (e->passive || reason == SDP_REASON_PEER_CLOSED) {
 		/* The socket stays: the engine let go of a connection whose
 		 * peer left before the handshake (either side) or before its
@@ -1627,6 +1673,7 @@ static int fallback(int fd, struct fdent *e, int reason)
 		errno = ECONNREFUSED;
 		return -1;
 	}
+	int k = atomic_load(&e->kind), up = k == K_ACTIVE || k == K_SDP;
 	if (reason != SDP_REASON_RULE && reason != SDP_REASON_CACHED)
 		neg_add((struct sockaddr *)&e->dst);
 	if (reason == SDP_REASON_TIMEOUT || reason == SDP_REASON_VERSION || reason == SDP_REASON_ENGINE ||
@@ -1635,16 +1682,21 @@ static int fallback(int fd, struct fdent *e, int reason)
 	mark_tcp(fd, e, reason);
 	if (replace_socket(fd, e) < 0)
 		return -1;
-	int r = real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
+	int r = up ? reconnect(fd, e) : real.connect(fd, (struct sockaddr *)&e->dst, e->dstlen);
 	if (engine_pid == getpid() && (r == 0 || errno == EINPROGRESS))
-		return send_early(fd, r);
+		r = send_early(fd, r);
+	if (up)
+		reconnected(e, r);
 	return r;
 }
 
+/* reason_of is the reason of an engine's fallback result, with
+ * SDP_FALLBACK_RESET kept for fallback(). */
 static int reason_of(int rc)
 {
 	int r = -rc - SDP_FALLBACK;
-	return (r > 0 && r < SDP_REASON_MAX) ? r : SDP_REASON_FOREIGN;
+	int base = r == (SDP_REASON_PEER_CLOSED | SDP_FALLBACK_RESET) ? SDP_REASON_PEER_CLOSED : r;
+	return (base > 0 && base < SDP_REASON_MAX) ? r : SDP_REASON_FOREIGN;
 }
 
 /* ---- attaching connections to the engine -------------------------------- */
@@ -1824,9 +1876,8 @@ static int attach_locked(int fd, struct fdent *e)
 	if (load_engine() != 0) {
 		if (k == K_ACTIVE) {
 			int r = fallback(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
-			if (r < 0 && errno == EINPROGRESS)
-				errno = EAGAIN;
-			return r < 0 && errno != EAGAIN ? -1 : 0;
+			/* Its failure is the connection's, for the call (sk_err). */
+			return r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err) ? -1 : 0;
 		}
 		errno = EIO;
 		return -1;
@@ -2016,27 +2067,84 @@ static int iov_advance(const struct iovec *iov, int cnt, size_t off, struct iove
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 
-/* refused_as_reset: the application saw its connection made, so a refusal
- * of the reconnection to P (nothing listens there any more) is what TCP
- * would have shown as a reset of that connection. */
-static int refused_as_reset(void)
+/* take_err takes e's pending error (sk_err): 0, or -1 with errno set to it,
+ * as the kernel reports its own to the next call and then forgets it. The
+ * connection is over (reset_told): tcp_ready keeps it out of the kernel's
+ * epoll sets. */
+static int take_err(struct fdent *e)
 {
-	if (errno == ECONNREFUSED)
-		errno = ECONNRESET;
+	int err = atomic_exchange(&e->sk_err, 0);
+	if (!err)
+		return 0;
+	atomic_store(&e->reset_told, 1);
+	errno = err;
 	return -1;
 }
 
+/* settle_reconnect finishes, for a call on fd, the fallback's connect to P
+ * (reconnected): its failure becomes sk_err, a refusal ECONNRESET. A call
+ * that may block waits for it, as settle_connecting does; one that may not
+ * finds it in progress and gets the kernel's answer for a socket still
+ * connecting (EAGAIN). Returns 0, or -1 with errno (EINTR). */
+static int settle_reconnect(int fd, struct fdent *e, int may_block)
+{
+	while (atomic_load(&e->reconnecting)) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int r = real.poll(&p, 1, may_block ? -1 : 0);
+		if (r < 0 && errno == EINTR && restartable())
+			continue;
+		if (r <= 0)
+			return r;
+		if (!atomic_exchange(&e->reconnecting, 0))
+			break; /* another thread took the outcome */
+		int err = 0;
+		socklen_t l = sizeof err;
+		if (real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) == 0 && err)
+			atomic_store(&e->sk_err, err == ECONNREFUSED ? ECONNRESET : err);
+	}
+	return 0;
+}
+
+/* tcp_recvv and tcp_sendv are the calls of a connection that is plain TCP
+ * now: its reconnection settled and its pending error first, then the
+ * kernel's socket. */
+static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (atomic_load(&e->reconnecting) &&
+	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
+	if (take_err(e) < 0)
+		return -1;
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	ssize_t r = real.recvmsg(fd, &m, flags);
+	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
+		errno = ECONNRESET; /* refused since settle_reconnect looked */
+	return r;
+}
+
+static ssize_t tcp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	if (atomic_load(&e->reconnecting) &&
+	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
+	if (take_err(e) < 0)
+		return -1;
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	ssize_t r = real.sendmsg(fd, &m, flags);
+	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
+		errno = ECONNRESET;
+	return r;
+}
+
+/* after_fallback_send finishes a send whose connection the engine let go
+ * of (rc is its fallback result) over TCP: a reconnection that failed or is
+ * in progress is the connection's (reconnected), for tcp_sendv to report. */
 static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
 {
 	int r = fallback(fd, e, reason_of(rc));
-	if (r < 0 && errno != EINPROGRESS)
-		return refused_as_reset();
-	if (r < 0 && (flags & MSG_DONTWAIT || is_nonblocking(fd))) {
-		errno = EAGAIN;
+	if (r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 		return -1;
-	}
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.sendmsg(fd, &m, flags | MSG_NOSIGNAL);
+	return tcp_sendv(fd, e, iov, cnt, flags | MSG_NOSIGNAL);
 }
 
 /* after_fallback_recv finishes a receive whose connection the engine let go
@@ -2044,14 +2152,9 @@ static ssize_t after_fallback_send(int fd, struct fdent *e, int rc, const struct
 static ssize_t after_fallback_recv(int fd, struct fdent *e, int rc, const struct iovec *iov, int cnt, int flags)
 {
 	int r = fallback(fd, e, reason_of(rc));
-	if (r < 0 && errno != EINPROGRESS)
-		return refused_as_reset();
-	if (r < 0 && ((flags & MSG_DONTWAIT) || is_nonblocking(fd))) {
-		errno = EAGAIN;
+	if (r < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 		return -1;
-	}
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	return real.recvmsg(fd, &m, flags);
+	return tcp_recvv(fd, e, iov, cnt, flags);
 }
 
 /* fallback_sent finishes a send that the engine took in part before it fell
@@ -2109,15 +2212,15 @@ static int reset_once(struct fdent *e, int err, int send)
 
 static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
+		return tcp_sendv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
 		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
-	if (atomic_load(&e->kind) == K_TCP) {
-		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-		return real.sendmsg(fd, &m, flags);
-	}
+	if (atomic_load(&e->kind) == K_TCP)
+		return tcp_sendv(fd, e, iov, cnt, flags);
 	if ((flags & MSG_OOB) && !eng.sendv_flags) {
 		errno = EOPNOTSUPP;
 		return -1;
@@ -2197,25 +2300,24 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
+	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
+		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (atomic_load(&e->kind) == K_CONNECTING &&
 	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
 		return -1;
 	if (attach(fd, e) < 0)
 		return -1;
-	if (atomic_load(&e->kind) == K_TCP) {
-		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-		return real.recvmsg(fd, &m, flags);
-	}
+	if (atomic_load(&e->kind) == K_TCP)
+		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (flags & MSG_OOB) {
 		/* The urgent byte: never waits, as on TCP. */
 		int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
 		if (n >= 0)
 			return n;
 		if (n <= -SDP_FALLBACK) {
-			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS)
+			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
 				return -1;
-			struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-			return real.recvmsg(fd, &m, flags);
+			return tcp_recvv(fd, e, iov, cnt, flags);
 		}
 		errno = (int)-n;
 		return -1;
@@ -2298,6 +2400,15 @@ static inline int is_sdp_io(struct fdent *e)
 {
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
 	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING;
+}
+
+/* via_shim says whether a data call on e goes through sdp_recvv/sdp_sendv:
+ * those of the engine, and a TCP one with a pending error to report or a
+ * reconnection to settle. */
+static inline int via_shim(struct fdent *e)
+{
+	return is_sdp_io(e) || atomic_load_explicit(&e->sk_err, memory_order_relaxed) ||
+	       atomic_load_explicit(&e->reconnecting, memory_order_relaxed);
 }
 
 /* shim_knows says what the shim keeps for fd (shim/uring.c): 0 nothing,
@@ -2515,6 +2626,8 @@ EXPORT int listen(int fd, int backlog)
 	return r;
 }
 
+static void accepted_closed(int c, struct fdent *l, int err);
+
 /* accepted_sdp registers a connection accepted on the SDP port and writes
  * the MPA Request at once, so the connecting side learns it reached an SDP
  * peer within one round trip, whatever the application does next. */
@@ -2532,14 +2645,21 @@ static void accepted_sdp(int c, struct fdent *l)
 	e->reuse_shown = l->reuse_app + 1;             /* the twin's is 1 */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (w < 0 && errno == ECONNRESET) {
+		/* Reset since do_accept looked: this send took the report. */
+		accepted_closed(c, l, ECONNRESET);
+		return;
+	}
 	if (w != e->reqlen)
 		logmsg(1, "fd %d: could not send the MPA Request: %s", c, w < 0 ? strerror(errno) : "short write");
 }
 
 /* accepted_closed registers a connection accepted on the SDP port whose
  * peer had closed it before any byte: a plain socket at end of stream, that
- * shows the application's port like any accepted SDP connection. */
-static void accepted_closed(int c, struct fdent *l)
+ * shows the application's port like any accepted SDP connection. err is
+ * the error the shim's look at it took from the kernel (a reset): the
+ * application's next call gets it, as over TCP. */
+static void accepted_closed(int c, struct fdent *l, int err)
 {
 	struct fdent *e = entry_new(c, K_CAND, l->family);
 	if (!e)
@@ -2547,6 +2667,8 @@ static void accepted_closed(int c, struct fdent *l)
 	e->passive = 1;
 	e->at_eof = 1;
 	e->app_port = l->app_port;
+	e->reuse_shown = l->reuse_app + 1;
+	atomic_store(&e->sk_err, err);
 	mark_tcp(c, e, SDP_REASON_PEER_CLOSED);
 }
 
@@ -2576,8 +2698,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 				real.close(c);
 				continue;
 			}
-			if (r == 0) {
-				accepted_closed(c, l);
+			if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+				accepted_closed(c, l, r < 0 ? errno : 0);
 				return c;
 			}
 			accepted_sdp(c, l);
@@ -2590,7 +2712,8 @@ static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 			struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = l->hidden, .events = POLLIN } };
 			if (real.poll(p, 2, -1) < 0)
 				return -1;
-			if (!(p[0].revents & POLLIN))
+			/* POLLHUP: fd listens no more (shutdown): its accept says so. */
+			if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
 				continue;
 		}
 		c = real.accept4(fd, addr, len, flags);
@@ -2773,7 +2896,7 @@ EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.read(fd, buf, n);
 	struct iovec v = { buf, n };
 	return sdp_recvv(fd, e, &v, 1, 0);
@@ -2790,7 +2913,7 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.write(fd, buf, n);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, 0);
@@ -2800,7 +2923,7 @@ EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.readv(fd, iov, cnt);
 	if (cnt < 0 || cnt > IOV_MAX) {
 		errno = EINVAL;
@@ -2813,7 +2936,7 @@ EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.writev(fd, iov, cnt);
 	if (cnt < 0 || cnt > IOV_MAX) {
 		errno = EINVAL;
@@ -2826,7 +2949,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.recv(fd, buf, n, flags);
 	struct iovec v = { buf, n };
 	return sdp_recvv(fd, e, &v, 1, flags);
@@ -2843,7 +2966,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.recvfrom(fd, buf, n, flags, addr, alen);
 	struct iovec v = { buf, n };
 	ssize_t r = sdp_recvv(fd, e, &v, 1, flags);
@@ -2867,7 +2990,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e)) {
+	if (!e || !via_shim(e)) {
 		ssize_t r = real.recvmsg(fd, msg, flags);
 		if (r >= 0 && msg->msg_controllen)
 			pass_in(msg); /* descriptors passed by another process (SCM_RIGHTS) */
@@ -2890,7 +3013,7 @@ EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.send(fd, buf, n, flags);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, flags);
@@ -2900,7 +3023,7 @@ EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real.sendto(fd, buf, n, flags, addr, alen);
 	struct iovec v = { (void *)buf, n };
 	return sdp_sendv(fd, e, &v, 1, flags);
@@ -2910,7 +3033,7 @@ EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	need_real();
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e)) {
+	if (!e || !via_shim(e)) {
 		if (msg->msg_controllen && pass_out(msg) < 0)
 			return -1; /* a descriptor that cannot be passed (SCM_RIGHTS) */
 		return real.sendmsg(fd, msg, flags);
@@ -3210,10 +3333,25 @@ EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count)
 	return sendfile(out, in, off, count);
 }
 
+/* listener_shutdown: shutdown(SHUT_RD or SHUT_RDWR) of a listener stops it
+ * listening, resets its queue and wakes the threads in accept(), which then
+ * fail with EINVAL. Its SDP twin goes the same way, first, so that SDP
+ * clients are refused too and a waiting do_accept finds neither listening;
+ * a later listen() makes both listen again. */
+static int listener_shutdown(int fd, struct fdent *e, int how)
+{
+	int h = e->hidden;
+	if (h >= 0 && (how == SHUT_RD || how == SHUT_RDWR))
+		real.shutdown(h, how);
+	return real.shutdown(fd, how);
+}
+
 EXPORT int shutdown(int fd, int how)
 {
 	need_real();
 	struct fdent *e = ours(fd);
+	if (e && atomic_load(&e->kind) == K_LISTEN)
+		return listener_shutdown(fd, e, how);
 	if (!e || !is_sdp_io(e) || atomic_load(&e->kind) == K_CONNECTING)
 		return real.shutdown(fd, how);
 	if (attach(fd, e) < 0)
@@ -3368,6 +3506,14 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 		*len = sizeof(int);
 		return 0;
 	}
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->reconnecting))
+		settle_reconnect(fd, e, 0);
+	if (e && level == SOL_SOCKET && name == SO_ERROR && atomic_load(&e->sk_err) && val && len &&
+	    *len >= sizeof(int)) {
+		*(int *)val = atomic_exchange(&e->sk_err, 0);
+		*len = sizeof(int);
+		return 0;
+	}
 	if (e && level == SOL_SOCKET && name == SO_ERROR && e->so_error && val && len && *len >= sizeof(int)) {
 		*(int *)val = e->so_error;
 		*len = sizeof(int);
@@ -3392,7 +3538,9 @@ static inline int poll_special(int fd)
 	int k = atomic_load_explicit(&e->kind, memory_order_relaxed);
 	if (k == K_EPOLL)
 		return e->ep && epset_count(e->ep) > 0;
-	return k != K_CAND && k != K_TCP && k != K_ENGINE && k != K_HIDDEN;
+	if (k == K_TCP) /* its pending error shows as POLLERR until reported */
+		return atomic_load_explicit(&e->sk_err, memory_order_relaxed) != 0;
+	return k != K_CAND && k != K_ENGINE && k != K_HIDDEN;
 }
 
 
@@ -3531,10 +3679,14 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 				}
 				continue;
 			}
-			if (k[j].fd != p->fd) /* the hidden SDP listener */
-				p->revents |= POLLIN;
+			if (k[j].fd != p->fd) /* the hidden SDP listener: POLLHUP is fd's own to give */
+				p->revents |= k[j].revents & POLLIN;
 			else
 				p->revents |= k[j].revents;
+			if (kind == K_TCP && atomic_load(&e->reconnecting))
+				settle_reconnect(p->fd, e, 0);
+			if (kind == K_TCP && atomic_load(&e->sk_err))
+				p->revents |= POLLERR;
 		}
 		ready = 0;
 		for (nfds_t i = 0; i < n; i++)
@@ -3843,7 +3995,7 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		r = NULL;
 	}
 	int rc = 0, err = 0;
-	if (!is_sdp_conn(k) && !r) {
+	if (!is_sdp_conn(k) && !(k == K_TCP && atomic_load(&e->sk_err)) && !r) {
 		pthread_mutex_unlock(&ep->mu);
 		return real.epoll_ctl(epfd, op, fd, ev);
 	}
@@ -3912,6 +4064,22 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return rc;
 }
 
+/* tcp_ready: the events of a plain TCP socket with a pending error (POLLERR,
+ * as the kernel shows its own), or one reported: it stays in the emulated
+ * set, where edge-triggered waiters see no new edge (handed to the kernel's
+ * set, it would be reported once more); -1 (for the kernel's set) when it
+ * has none. */
+static int tcp_ready(int fd, struct fdent *e, short want, uint32_t *edges)
+{
+	int err = atomic_load(&e->sk_err) != 0;
+	if (!err && !atomic_load(&e->reset_told))
+		return -1;
+	*edges = 0; /* no more arrivals on a connection that is over */
+	struct pollfd p = { .fd = fd, .events = want };
+	real.poll(&p, 1, 0);
+	return p.revents | (err ? POLLERR : 0);
+}
+
 /* sdp_ready returns the poll events ready on an SDP connection, driving it
  * (attach, finishing a connect, falling back) as poll_emulated does. It
  * returns -1 when the descriptor has become a plain TCP socket. */
@@ -3938,14 +4106,16 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 			return 0;
 		k = atomic_load(&e->kind);
 	}
-	if (k == K_TCP || k == K_LISTEN)
+	if (k == K_TCP)
+		return tcp_ready(fd, e, want, edges);
+	if (k == K_LISTEN)
 		return -1;
 	if (k == K_ACTIVE || k == K_PASSIVE) {
 		if (attach(fd, e) < 0)
 			return POLLERR;
 		k = atomic_load(&e->kind);
 		if (k == K_TCP)
-			return -1;
+			return tcp_ready(fd, e, want, edges);
 	}
 	if (k != K_SDP)
 		return POLLNVAL;
@@ -3954,7 +4124,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 	int r = eng.poll(fd, want, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
-		return -1;
+		return tcp_ready(fd, e, want, edges);
 	}
 	return r < 0 ? POLLERR : r;
 }
@@ -4196,7 +4366,7 @@ EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 	if (!real_sendmmsg)
 		real_sendmmsg = dlsym(RTLD_NEXT, "sendmmsg");
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real_sendmmsg(fd, vec, vlen, flags);
 	unsigned int i;
 	for (i = 0; i < vlen; i++) {
@@ -4219,7 +4389,7 @@ EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, s
 	if (!real_recvmmsg)
 		real_recvmmsg = dlsym(RTLD_NEXT, "recvmmsg");
 	struct fdent *e = ours(fd);
-	if (!e || !is_sdp_io(e))
+	if (!e || !via_shim(e))
 		return real_recvmmsg(fd, vec, vlen, flags, tmo);
 	unsigned int i;
 	for (i = 0; i < vlen; i++) {

@@ -33,6 +33,10 @@ enum sdp_reason {
 	SDP_REASON_PEER_CLOSED = 14, /* accepted on the SDP port, closed by the peer before any byte */
 	SDP_REASON_MAX
 };
+/* Added to SDP_REASON_PEER_CLOSED: the peer left by a reset, whose report
+ * the engine's read took from the kernel; the shim gives it to the
+ * application's next call once, as the kernel would have. */
+#define SDP_FALLBACK_RESET 0x400
 
 enum sdp_role { SDP_ROLE_ACTIVE = 0, SDP_ROLE_PASSIVE = 1 };
 /* Or'ed into SDP_ROLE_ACTIVE: the kernel showed that the SDP port belongs to

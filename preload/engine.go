@@ -43,7 +43,10 @@ const (
 	// reasonPeerClosed: an accepted connection whose peer left before the
 	// handshake; the shim keeps it as the plain TCP socket it is.
 	reasonPeerClosed = 14
-	errnoEIOResult   = int(unix.EIO)
+	// fallbackReset (SDP_FALLBACK_RESET) is added to reasonPeerClosed when
+	// the peer left by a reset that the engine's read took from the kernel.
+	fallbackReset  = 0x400
+	errnoEIOResult = int(unix.EIO)
 )
 
 var (
@@ -262,6 +265,9 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 		case "version":
 			return -(fallbackBase + reasonVersion)
 		case "peer-closed":
+			if fb.Reset {
+				return -(fallbackBase + reasonPeerClosed + fallbackReset)
+			}
 			return -(fallbackBase + reasonPeerClosed)
 		}
 		return -(fallbackBase + reasonForeign)

@@ -54,6 +54,9 @@ var ErrWouldBlock = unix.EAGAIN
 type FallbackError struct {
 	Reason, Detail string
 	Early          []byte // bytes the application sent before the fallback, to send over TCP
+	// Reset: the peer left by a reset, and the read that met it took the
+	// kernel's report of it, which the application must still be given.
+	Reset bool
 }
 
 func (e *FallbackError) Error() string { return "sdp: fall back to TCP: " + e.Reason + ": " + e.Detail }
@@ -504,6 +507,7 @@ func (c *Conn) fill() bool {
 		// a reset now is a client that closed before the handshake, with
 		// our Request unread (the kernel resets such a close).
 		c.peerLeft("reset")
+		c.fb.Reset = true
 		return false
 	case err == unix.ECONNRESET && c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0:
 		// Our Reply met an accepting side that had closed before its first
