@@ -374,6 +374,7 @@ struct fdent {
 	int nodelay, cork;       /* the application's TCP_NODELAY and TCP_CORK; -1: never set */
 	int reuse_app;           /* K_LISTEN: SO_REUSEADDR as the application set it (its twin has 1) */
 	int reuse_shown;         /* accepted on a twin: its listener's reuse_app + 1; 0: the kernel's */
+	int lowat;               /* SO_RCVLOWAT, kept here for SDP (set_rcvlowat); 1: the default */
 	uint8_t req[REQ_MAX];
 };
 
@@ -443,6 +444,7 @@ static struct fdent *entry_new(int fd, int kind, int family)
 	atomic_store(&e->nb, -1);
 	e->nodelay = e->cork = -1;
 	e->reuse_app = e->reuse_shown = 0;
+	e->lowat = 1;
 	atomic_store(&e->last_tid, 0);
 	atomic_store(&e->threads, 0);
 	atomic_store_explicit(&e->kind, kind, memory_order_release);
@@ -1509,6 +1511,14 @@ static void carry_opts(int from, int to)
 	}
 }
 
+/* lowat_to_kernel gives the kernel socket of a connection that now runs
+ * over plain TCP the SO_RCVLOWAT the shim kept for it (set_rcvlowat). */
+static void lowat_to_kernel(int fd, struct fdent *e)
+{
+	if (e->lowat > 1)
+		real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e->lowat, sizeof e->lowat);
+}
+
 /* replace_socket puts a fresh socket of the same kind in place of fd,
  * keeping the descriptor number, its flags and the options that matter. */
 static int replace_socket(int fd, struct fdent *e)
@@ -1527,6 +1537,7 @@ static int replace_socket(int fd, struct fdent *e)
 		real.setsockopt(ns, IPPROTO_TCP, TCP_NODELAY, &e->nodelay, sizeof e->nodelay);
 	if (e->cork > 0)
 		real.setsockopt(ns, IPPROTO_TCP, TCP_CORK, &e->cork, sizeof e->cork);
+	lowat_to_kernel(ns, e);
 	if (e->family == AF_INET6) {
 		int v;
 		socklen_t l = sizeof v;
@@ -1661,6 +1672,7 @@ static int fallback(int fd, struct fdent *e, int reason)
 		 * first FPDU (the accepting side). */
 		e->at_eof = 1;
 		mark_tcp(fd, e, reason);
+		lowat_to_kernel(fd, e);
 		if (engine_pid == getpid())
 			send_early(fd, 0); /* what it wrote first: the kernel answers as TCP does */
 		return 0;
@@ -1669,6 +1681,7 @@ static int fallback(int fd, struct fdent *e, int reason)
 		logmsg(1, "fd %d: no SDP peer (%s) and the configuration says sdp only", fd, reason_name(reason));
 		atomic_store(&e->kind, K_TCP);
 		e->reason = reason;
+		lowat_to_kernel(fd, e);
 		e->so_error = ECONNREFUSED;
 		errno = ECONNREFUSED;
 		return -1;
@@ -1983,11 +1996,49 @@ static int ms_left(int64_t deadline)
 	return left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
 }
 
+/* lowat_met says whether need bytes are there to read on fd, or as many as
+ * the connection takes before the application reads some (the peer has no
+ * room left to send into): TCP's low-water mark gives way too when its
+ * receive window is closed. */
+static int lowat_met(int fd, int need)
+{
+	int64_t q = eng.query(fd, SDP_QUERY_INQ);
+	return q < 0 || q >= need || eng.query(fd, SDP_QUERY_RXSTALL) > 0;
+}
+
+/* lowat_poll is eng.poll for a reader that needs need > 1 bytes
+ * (SO_RCVLOWAT). The engine calls one byte readable, so POLLIN is asked as
+ * POLLRDHUP (end of stream): then the engine counts a sleeper and names
+ * what to wait for while the mark is not met. POLLIN is reported when
+ * lowat_met, at end of stream or on an error; until then *kw has POLLIN,
+ * so the caller waits for more bytes on the kernel socket too. */
+static int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t *edges)
+{
+	int r = eng.poll(fd, (want & ~POLLIN) | POLLRDHUP, kw, tmo, efd, edges);
+	if (r < 0)
+		return r;
+	if ((r & (POLLRDHUP | POLLERR | POLLHUP)) || lowat_met(fd, need))
+		r |= POLLIN;
+	else
+		*kw |= POLLIN;
+	if (!(want & POLLRDHUP))
+		r &= ~POLLRDHUP;
+	if (*efd >= 0 && (want & SDP_POLL_SLEEP) && (r & want & 0xffff)) {
+		/* Ready after all: the caller does not sleep. */
+		int k2, t2, f2;
+		uint32_t g2;
+		eng.poll(fd, SDP_POLL_WOKE, &k2, &t2, &f2, &g2);
+		*efd = -1;
+	}
+	return r;
+}
+
 /* wait_ready blocks until the engine says want is ready on fd (or an error
- * or hang-up is). Returns 0, -EINTR, -EAGAIN when the call's SO_RCVTIMEO or
- * SO_SNDTIMEO has passed (*deadline: 0 until the call first waits, then
- * call_deadline's), or the engine's negative result. */
-static int wait_ready(int fd, int want, int64_t *deadline)
+ * or hang-up is); for POLLIN, need bytes (SO_RCVLOWAT; 1 for any). Returns
+ * 0, -EINTR, -EAGAIN when the call's SO_RCVTIMEO or SO_SNDTIMEO has passed
+ * (*deadline: 0 until the call first waits, then call_deadline's), or the
+ * engine's negative result. */
+static int wait_ready(int fd, int want, int need, int64_t *deadline)
 {
 	if (*deadline == 0)
 		*deadline = call_deadline(fd, want);
@@ -2001,7 +2052,8 @@ static int wait_ready(int fd, int want, int64_t *deadline)
 	for (;;) {
 		int kw = 0, tmo = -1, efd = -1;
 		uint32_t edges;
-		int r = eng.poll(fd, want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke, &kw, &tmo, &efd, &edges);
+		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke;
+		int r = need > 1 ? lowat_poll(fd, need, f, &kw, &tmo, &efd, &edges) : eng.poll(fd, f, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
 		if (r & (want | POLLERR | POLLHUP))
@@ -2266,7 +2318,7 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLOUT, &deadline);
+			int w = wait_ready(fd, POLLOUT, 1, &deadline);
 			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_SEND_WAIT) && eng.send_cancel) {
 				/* The engine may have offered these bytes to the peer
 				 * (Read ZCopy): it keeps its own copy of what the peer
@@ -2298,6 +2350,70 @@ static ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int c
 	}
 }
 
+/* sdp_recv_trunc is a receive with MSG_TRUNC, which on a TCP socket takes
+ * the bytes (with MSG_PEEK only counts them) without writing them: the
+ * buffer may be NULL. They are read into a scratch buffer, named as many
+ * times as a round needs; later rounds take only what is already there,
+ * unless MSG_WAITALL or SO_RCVLOWAT asks for more. */
+static ssize_t sdp_recv_trunc(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	char scratch[4096];
+	struct iovec v[IOV_LOCAL];
+	size_t len = iov_total(iov, cnt), done = 0;
+	size_t need = e->lowat > 1 && (size_t)e->lowat < len ? (size_t)e->lowat : 1;
+	int more = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	flags &= ~MSG_TRUNC;
+	if (len == 0)
+		return sdp_recvv(fd, e, iov, cnt, flags);
+	for (;;) {
+		size_t round = 0;
+		int n = 0;
+		for (; n < IOV_LOCAL && round < len - done; n++) {
+			size_t l = len - done - round < sizeof scratch ? len - done - round : sizeof scratch;
+			v[n] = (struct iovec){ scratch, l };
+			round += l;
+		}
+		ssize_t r = sdp_recvv(fd, e, v, n, flags | (done && !more && done >= need ? MSG_DONTWAIT : 0));
+		if (r < 0)
+			return done ? (ssize_t)done : -1;
+		if ((flags & MSG_PEEK) && (size_t)r == round && len > round) {
+			/* A peek cannot go on from an offset: count the rest. */
+			int64_t q = eng.query(fd, SDP_QUERY_INQ);
+			return q > r ? (ssize_t)((size_t)q < len ? (size_t)q : len) : r;
+		}
+		done += (size_t)r;
+		if ((size_t)r < round || done >= len || (flags & MSG_PEEK))
+			return done;
+	}
+}
+
+/* peek_lowat: a blocking MSG_PEEK waits, taking nothing, until need bytes
+ * (SO_RCVLOWAT) are there, or end of stream, an error, or a receive side
+ * that takes no more (lowat_met), as TCP's does. Returns 1 to go on with
+ * the peek, 0 when the wait was cut short (a timeout, a signal, the engine
+ * letting go): *res is then the call's result. */
+static int peek_lowat(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags, int need,
+		      int64_t *deadline, ssize_t *res)
+{
+	if ((flags & MSG_DONTWAIT) || is_nonblocking(fd))
+		return 1;
+	int w = wait_ready(fd, POLLIN, need, deadline);
+	if (w <= -SDP_FALLBACK) {
+		*res = after_fallback_recv(fd, e, w, iov, cnt, flags);
+		return 0;
+	}
+	if (w != -EINTR && w != -EAGAIN)
+		return 1; /* ready, or an error that the peek reports */
+	int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_PEEK); /* what is there */
+	if (n > 0) {
+		*res = n;
+	} else {
+		errno = -w;
+		*res = -1;
+	}
+	return 0;
+}
+
 static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
@@ -2309,6 +2425,8 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 		return -1;
 	if (atomic_load(&e->kind) == K_TCP)
 		return tcp_recvv(fd, e, iov, cnt, flags);
+	if (flags & MSG_TRUNC)
+		return sdp_recv_trunc(fd, e, iov, cnt, flags);
 	if (flags & MSG_OOB) {
 		/* The urgent byte: never waits, as on TCP. */
 		int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
@@ -2328,6 +2446,13 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	struct iovec local[IOV_LOCAL];
 	int nonblock = -1, fill = 0;
 	int64_t deadline = 0; /* SO_RCVTIMEO, once the call waits */
+	size_t need = 1; /* SO_RCVLOWAT: a blocking call waits for this much */
+	if (e->lowat > 1) {
+		need = (size_t)e->lowat < total ? (size_t)e->lowat : total;
+		ssize_t res;
+		if ((flags & MSG_PEEK) && need > 1 && !peek_lowat(fd, e, iov, cnt, flags, (int)need, &deadline, &res))
+			return res;
+	}
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
 		int ef = eflags;
@@ -2348,7 +2473,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 			/* Take what else is already here, as the kernel's recv does:
 			 * edge-triggered programs (UCX, nginx) take a short read to
 			 * mean that nothing is left and wait for the next arrival. */
-			fill = !waitall;
+			fill = !waitall && done >= need;
 			continue;
 		}
 		if (n == 0)
@@ -2364,7 +2489,7 @@ static ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLIN, &deadline);
+			int w = wait_ready(fd, POLLIN, 1, &deadline);
 			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_RECV_WAIT) && eng.recv_cancel) {
 				/* The engine may have offered these buffers to the
 				 * peer (Write ZCopy): take them back before returning. */
@@ -2643,6 +2768,7 @@ static void accepted_sdp(int c, struct fdent *l)
 	e->nodelay = l->nodelay; /* as TCP's accepted sockets inherit it */
 	e->rcvbuf = l->rcvbuf, e->sndbuf = l->sndbuf; /* the kernel's do too */
 	e->reuse_shown = l->reuse_app + 1;             /* the twin's is 1 */
+	e->lowat = l->lowat; /* not from the twin, which never has it */
 	e->reqlen = build_request(e->req, c, l->app_port);
 	ssize_t w = real.send(c, e->req, e->reqlen, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (w < 0 && errno == ECONNRESET) {
@@ -2669,7 +2795,9 @@ static void accepted_closed(int c, struct fdent *l, int err)
 	e->app_port = l->app_port;
 	e->reuse_shown = l->reuse_app + 1;
 	atomic_store(&e->sk_err, err);
+	e->lowat = l->lowat;
 	mark_tcp(c, e, SDP_REASON_PEER_CLOSED);
+	lowat_to_kernel(c, e);
 }
 
 static int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
@@ -2871,6 +2999,10 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct sockaddr_storage m;
 	memcpy(&m, addr, len);
 	sa_set_port((struct sockaddr *)&m, sdp_port(e->app_port));
+	if (e->lowat > 1) { /* the engine's socket: kept in e (set_rcvlowat) */
+		int one = 1;
+		real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+	}
 	int r = real.connect(fd, (struct sockaddr *)&m, len);
 	if (r == 0) {
 		if (!peer_is_owner(fd, e))
@@ -2886,6 +3018,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (err == ECONNREFUSED || err == ECONNRESET)
 		return fallback(fd, e, SDP_REASON_REFUSED);
+	lowat_to_kernel(fd, e); /* still a candidate: the kernel's again */
 	errno = err;
 	return -1;
 }
@@ -3135,6 +3268,7 @@ static void dup_ours(int oldfd, int newfd)
 	n->cork = o->cork;
 	n->rcvbuf = o->rcvbuf, n->sndbuf = o->sndbuf;
 	n->reuse_app = o->reuse_app, n->reuse_shown = o->reuse_shown;
+	n->lowat = o->lowat;
 	n->hidden = -1;
 	memcpy(&n->dst, &o->dst, sizeof n->dst);
 	n->dstlen = o->dstlen;
@@ -3423,6 +3557,59 @@ static void opt_set(struct fdent *e, int level, int name, const void *val, sockl
 		real.setsockopt(e->hidden, level, name, val, len);
 }
 
+/* lowat_cap is what the kernel makes of an SO_RCVLOWAT of v on a TCP
+ * socket (tcp_set_rcvlowat): at most half its receive buffer, the one the
+ * application set or else tcp_rmem's largest; a negative v is the most. */
+static int lowat_cap(int fd, struct fdent *e, int v)
+{
+	static _Atomic int rmem_max; /* tcp_rmem's third value, read once */
+	int cap = 0;
+	if (e->rcvbuf) {
+		socklen_t l = sizeof cap;
+		if (real.getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cap, &l) < 0)
+			cap = 0;
+	} else if (!(cap = atomic_load(&rmem_max))) {
+		FILE *f = fopen("/proc/sys/net/ipv4/tcp_rmem", "re");
+		if (f && fscanf(f, "%*d %*d %d", &cap) != 1)
+			cap = 0;
+		if (f)
+			fclose(f);
+		atomic_store(&rmem_max, cap);
+	}
+	if (v < 0)
+		v = INT_MAX;
+	if (cap > 0 && v > cap / 2)
+		v = cap / 2;
+	return v ? v : 1;
+}
+
+/* set_rcvlowat: SO_RCVLOWAT. The engine reads an SDP connection's frames
+ * from its kernel socket and polls it: a low-water mark there could leave
+ * a frame's tail unread for ever. So the shim keeps the value (poll and
+ * recv honour it, lowat_poll) and gives it to the kernel only if the
+ * connection falls back to TCP. A socket not decided yet and a listener
+ * have it in the kernel too (plain accepted sockets inherit it there);
+ * connect() takes it off before the socket goes to an SDP port. */
+static int set_rcvlowat(int fd, struct fdent *e, const void *val, socklen_t len)
+{
+	int k = atomic_load(&e->kind);
+	if (k == K_CAND || k == K_LISTEN) {
+		int r = real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, val, len);
+		socklen_t l = sizeof e->lowat;
+		if (r == 0 && real.getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &e->lowat, &l) < 0)
+			e->lowat = 1;
+		return r;
+	}
+	if (k != K_CONNECTING && k != K_ACTIVE && k != K_PASSIVE && k != K_SDP)
+		return real.setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, val, len);
+	if (len < (socklen_t)sizeof(int) || !val) {
+		errno = val ? EINVAL : EFAULT;
+		return -1;
+	}
+	e->lowat = lowat_cap(fd, e, *(const int *)val);
+	return 0;
+}
+
 EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	need_real();
@@ -3441,6 +3628,8 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		}
 		return r;
 	}
+	if (e && level == SOL_SOCKET && name == SO_RCVLOWAT)
+		return set_rcvlowat(fd, e, val, len);
 	if (!e)
 		return real.setsockopt(fd, level, name, val, len);
 	if (level != IPPROTO_TCP || (name != TCP_NODELAY && name != TCP_CORK)) {
@@ -3483,6 +3672,11 @@ EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	}
 	if (e && tcp_opt_kept(e, level, name) && val && len && *len >= sizeof(int)) {
 		*(int *)val = (name == TCP_NODELAY ? e->nodelay : e->cork) > 0;
+		*len = sizeof(int);
+		return 0;
+	}
+	if (e && level == SOL_SOCKET && name == SO_RCVLOWAT && is_sdp_io(e) && val && len && *len >= sizeof(int)) {
+		*(int *)val = e->lowat; /* set_rcvlowat */
 		*len = sizeof(int);
 		return 0;
 	}
@@ -3598,8 +3792,9 @@ static int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 					atomic_store(&e->threads, 1);
 				int kw = 0, et = -1, efd = -1;
 				uint32_t edges;
-				int r = eng.poll(p->fd, p->events | SDP_POLL_SLEEP | (slept[i] ? SDP_POLL_WOKE : 0),
-						 &kw, &et, &efd, &edges);
+				int f = p->events | SDP_POLL_SLEEP | (slept[i] ? SDP_POLL_WOKE : 0);
+				int r = e->lowat > 1 && (p->events & POLLIN) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
+									    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
 				slept[i] = 0;
 				if (r <= -SDP_FALLBACK) {
 					fallback(p->fd, e, reason_of(r));
@@ -4121,7 +4316,8 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 		return POLLNVAL;
 	if (e->engine_pid != my_pid())
 		return POLLERR | POLLHUP;
-	int r = eng.poll(fd, want, kwait, tmo, efd, edges);
+	int r = e->lowat > 1 && (want & POLLIN) ? lowat_poll(fd, e->lowat, want, kwait, tmo, efd, edges)
+						: eng.poll(fd, want, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
 		return tcp_ready(fd, e, want, edges);

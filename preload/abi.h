@@ -125,6 +125,12 @@ typedef int64_t (*sdp_query_fn)(int fd, int what);
 #define SDP_QUERY_ATMARK 3
 /* SDP_QUERY_ERROR: the errno the connection failed with, 0 while it works (SO_ERROR). */
 #define SDP_QUERY_ERROR 4
+/* SDP_QUERY_RXSTALL: 1 when the bytes readable now are all the connection
+ * takes before the application reads some: the peer has no room left to
+ * send into (credits, the ring) or the engine holds its most. The shim's
+ * SO_RCVLOWAT then gives way, as TCP's does once its window is closed. An
+ * engine without it answers -EINVAL. */
+#define SDP_QUERY_RXSTALL 5
 /* After a fallback: moves into buf up to len of the bytes the application
  * had sent before it, which the shim sends first over TCP. Returns the
  * count, 0 when none are left. */

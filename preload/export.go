@@ -275,6 +275,11 @@ func sdp_query(fd C.int, what C.int) (rc C.int64_t) {
 			return 1
 		}
 		return 0
+	case C.SDP_QUERY_RXSTALL:
+		if c.RecvStalled() {
+			return 1
+		}
+		return 0
 	case C.SDP_QUERY_ERROR:
 		if err := c.Err(); err != nil {
 			return C.int64_t(sdpcore.Errno(err))

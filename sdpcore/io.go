@@ -880,6 +880,28 @@ func (c *Conn) Queued() int {
 	return n
 }
 
+// RecvStalled reports whether the bytes queued for the application are all
+// the connection takes before the application reads some: the engine holds
+// its most (rxMax), or the peer has no room left to send into (fewer than
+// the two credits a Data message needs, or a full ring, as far as we have
+// told it). The shim's SO_RCVLOWAT then gives way, as TCP's low-water mark
+// does once its receive window is closed.
+func (c *Conn) RecvStalled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.progress(time.Now())
+	if c.rqBytes >= c.rxMax() {
+		return true
+	}
+	if c.st != stEstablished {
+		return false
+	}
+	if c.fc == FlowCredit {
+		return c.advBufs-int(c.recvSeq-c.advAck) < 2
+	}
+	return c.fc.ring() && c.ring != nil && int(c.ringIn-c.ringAdv) >= len(c.ring)
+}
+
 // Unsent returns the bytes taken from the application but not yet handed to
 // the kernel (the user-space part of SIOCOUTQ).
 func (c *Conn) Unsent() int {

@@ -484,3 +484,47 @@ func TestAbort(t *testing.T) {
 		})
 	}
 }
+
+// TestRecvStalled: a receiver that reads nothing reports RecvStalled once
+// its peer has no room left to send into (credits, the ring, or the most
+// the engine holds), in every flow control, so that the shim's SO_RCVLOWAT
+// gives way there instead of waiting for bytes that cannot come; once the
+// application has read everything, it no longer does.
+func TestRecvStalled(t *testing.T) {
+	for fc := FlowCredit; fc < numFlowControls; fc++ {
+		t.Run(fc.String(), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.FlowControl = fc
+			cfg.RecvBufs, cfg.BufSize = 4, 4096
+			a, p := connPair(t, cfg)
+			oneWay(t, p, a, 1) // both ends up
+			require.False(t, a.RecvStalled())
+			until := time.Now().Add(20 * time.Second)
+			msg := make([]byte, 100)
+			for !a.RecvStalled() {
+				require.True(t, time.Now().Before(until), "not stalled with %d bytes queued", a.Queued())
+				_, err := p.Send([][]byte{msg}, time.Now())
+				if err != nil && err != ErrWouldBlock {
+					require.NoError(t, err)
+				}
+			}
+			require.NotZero(t, a.Queued())
+			t.Logf("stalled with %d bytes queued", a.Queued())
+			buf := make([]byte, 64<<10)
+			for quiet := 0; quiet < 20; {
+				require.True(t, time.Now().Before(until))
+				_, _, _, _ = p.Poll(EvOut, time.Now()) // held bytes may go now
+				k, err := a.Recv([][]byte{buf}, 0, time.Now())
+				if err == ErrWouldBlock {
+					quiet++
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				require.NoError(t, err)
+				require.NotZero(t, k)
+				quiet = 0
+			}
+			require.False(t, a.RecvStalled())
+		})
+	}
+}
