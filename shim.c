@@ -2160,7 +2160,7 @@ static int settle_reconnect(int fd, struct fdent *e, int may_block)
 /* tcp_recvv and tcp_sendv are the calls of a connection that is plain TCP
  * now: its reconnection settled and its pending error first, then the
  * kernel's socket. */
-static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+static ssize_t tcp_iov(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags, int send)
 {
 	if (atomic_load(&e->reconnecting) &&
 	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
@@ -2168,24 +2168,20 @@ static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int c
 	if (take_err(e) < 0)
 		return -1;
 	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	ssize_t r = real.recvmsg(fd, &m, flags);
+	ssize_t r = send ? real.sendmsg(fd, &m, flags) : real.recvmsg(fd, &m, flags);
 	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
 		errno = ECONNRESET; /* refused since settle_reconnect looked */
 	return r;
 }
 
+static ssize_t tcp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	return tcp_iov(fd, e, iov, cnt, flags, 0);
+}
+
 static ssize_t tcp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
-	if (atomic_load(&e->reconnecting) &&
-	    settle_reconnect(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
-		return -1;
-	if (take_err(e) < 0)
-		return -1;
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
-	ssize_t r = real.sendmsg(fd, &m, flags);
-	if (r < 0 && errno == ECONNREFUSED && atomic_exchange(&e->reconnecting, 0))
-		errno = ECONNRESET;
-	return r;
+	return tcp_iov(fd, e, iov, cnt, flags, 1);
 }
 
 /* after_fallback_send finishes a send whose connection the engine let go

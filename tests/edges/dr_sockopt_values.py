@@ -1,5 +1,6 @@
 # getsockopt on a listening, a connected and an accepted socket: SO_TYPE, SO_DOMAIN,
-# SO_PROTOCOL, SO_ACCEPTCONN, SO_ERROR, SO_KEEPALIVE, TCP_NODELAY; TCP_NODELAY, SO_KEEPALIVE and
+# SO_PROTOCOL, SO_ACCEPTCONN, SO_ERROR, SO_KEEPALIVE, TCP_NODELAY, SO_REUSEADDR (an accepted
+# socket shows its listener's, not its SDP twin's); TCP_NODELAY, SO_KEEPALIVE and
 # the keepalive timings set on connected sockets then read back; the connection still carries
 # data.
 # sdp-conns: 2
@@ -10,7 +11,8 @@ OPTS = [("SO_TYPE", socket.SOL_SOCKET, socket.SO_TYPE), ("SO_DOMAIN", socket.SOL
         ("SO_PROTOCOL", socket.SOL_SOCKET, socket.SO_PROTOCOL),
         ("SO_ACCEPTCONN", socket.SOL_SOCKET, socket.SO_ACCEPTCONN),
         ("SO_ERROR", socket.SOL_SOCKET, socket.SO_ERROR), ("SO_KEEPALIVE", socket.SOL_SOCKET, socket.SO_KEEPALIVE),
-        ("TCP_NODELAY", socket.IPPROTO_TCP, socket.TCP_NODELAY)]
+        ("TCP_NODELAY", socket.IPPROTO_TCP, socket.TCP_NODELAY),
+        ("SO_REUSEADDR", socket.SOL_SOCKET, socket.SO_REUSEADDR)]
 
 
 def show(what, s):
