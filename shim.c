@@ -17,6 +17,7 @@
  * the connecting side answers only after validating it.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dlfcn.h>
 #include <fnmatch.h>
 #include <errno.h>
@@ -1159,6 +1160,8 @@ static uint8_t hello_flow_control(void)
 /* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
  * §7.1; layout in docs/PROTOCOL.md). sdpcore.AppendRequest is the reference
  * encoder and the engine parses these exact bytes back. */
+static size_t zcopy_min(void);
+
 static int build_request(uint8_t *b, int fd, uint16_t app_port)
 {
 	struct sockaddr_storage l, p;
@@ -1181,7 +1184,8 @@ static int build_request(uint8_t *b, int fd, uint16_t app_port)
 		 !IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&l)->sin6_addr);
 	hh[0] = 0x11;
 	hh[1] = (v6 ? 6 : 4) << 4;
-	hh[1] |= SDP_CAP_WRITE_ZCOPY; /* sdp_recvv ends a Write ZCopy wait by sdp_recv_cancel */
+	if (zcopy_min() > 0) /* as the engine's Hello: no zero copy, no Write ZCopy */
+		hh[1] |= SDP_CAP_WRITE_ZCOPY; /* sdp_recvv ends a Write ZCopy wait by sdp_recv_cancel */
 	hh[3] = 1;
 	hh[14] = hello_flow_control();
 	put32(hh + 4, cfg.buf_size);
@@ -2216,19 +2220,26 @@ static ssize_t fallback_sent(int fd, struct fdent *e, int rc, size_t done)
 }
 
 /* zcopy_min is SDP_ZCOPY_THRESHOLD as the engine reads it (0: no zero
- * copy). Only calls of at least this many bytes are told that they wait,
- * so that smaller ones cost no fcntl. */
+ * copy; sdpcore Config.FromEnv): a decimal byte count, spaces around it
+ * allowed; anything else is the default, 32 KiB, and the engine says so.
+ * Only calls of at least this many bytes are told that they wait, so that
+ * smaller ones cost no fcntl. */
 static size_t zcopy_min(void)
 {
 	static _Atomic long v = -1;
 	long t = atomic_load_explicit(&v, memory_order_relaxed);
 	if (t < 0) {
 		const char *s = getenv("SDP_ZCOPY_THRESHOLD");
-		char *end;
 		t = 32 << 10;
 		if (s && *s) {
+			while (isspace((unsigned char)*s))
+				s++;
+			char *end;
+			errno = 0;
 			long n = strtol(s, &end, 10);
-			if (end != s && n >= 0)
+			while (isspace((unsigned char)*end))
+				end++;
+			if (end != s && !*end && !errno && n >= 0)
 				t = n;
 		}
 		atomic_store_explicit(&v, t, memory_order_relaxed);
