@@ -2243,6 +2243,7 @@ static size_t zcopy_min(void)
 				t = n;
 		}
 		atomic_store_explicit(&v, t, memory_order_relaxed);
+		logmsg(3, "zcopy_threshold=%ld (SDP_ZCOPY_THRESHOLD, as the shim reads it)", t);
 	}
 	return (size_t)t;
 }

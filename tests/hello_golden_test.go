@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +40,8 @@ type helloCase struct {
 	bufs     int
 	zcopy    bool  // SDP_ZCOPY_THRESHOLD above 0: the Write ZCopy capability
 	ipv      uint8 // 4 or 6
+	// waitLog: the server's log must show this before the server is stopped.
+	waitLog string
 }
 
 // acceptingServer binds host:port, accepts connections and keeps them open until stopped.
@@ -53,7 +57,13 @@ s.listen(8)
 held = []
 try:
     while True:
-        held.append(s.accept()[0])
+        c = s.accept()[0]
+        held.append(c)
+        c.setblocking(False)
+        try:
+            c.recv(1)  # hands the connection to the engine, which starts (and logs its settings)
+        except BlockingIOError:
+            pass
 except KeyboardInterrupt:
     pass
 `
@@ -94,7 +104,7 @@ func TestHelloGolden(t *testing.T) {
 	}
 	for _, hc := range cases {
 		t.Run(hc.name, func(t *testing.T) {
-			got, want, h := helloExchange(ctx, t, shim, hc)
+			got, want, h := helloExchange(ctx, t, shim, t.TempDir(), hc)
 			assert.Equal(t, want, got, "the shim's MPA Request and Hello (got) against sdpcore.AppendRequest (want)")
 			f, n, err := iwarp.ParseMPAFrame(got, false)
 			require.NoError(t, err)
@@ -112,11 +122,10 @@ func TestHelloGolden(t *testing.T) {
 // helloExchange starts a preloaded listener with hc's settings, connects plainly to its SDP
 // port and returns the bytes the shim wrote there, the bytes AppendRequest encodes for the
 // same settings and addresses, and the Hello those say.
-func helloExchange(ctx context.Context, t *testing.T, shim string, hc helloCase) (got, want []byte, h sdpcore.Hello) {
+func helloExchange(ctx context.Context, t *testing.T, shim, dir string, hc helloCase) (got, want []byte, h sdpcore.Hello) {
 	t.Helper()
 	port := freePort(t)
-	dir := t.TempDir()
-	env := append(sdpEnv(shim, filepath.Join(dir, "hello.%p.log")), hc.env...)
+	env := append(sdpEnv(shim, filepath.Join(dir, "hello.%p.log")), hc.env...) // exec keeps the last of a name
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, "env", "--default-signal=INT", python, "-c", acceptingServer, hc.listen,
@@ -151,6 +160,18 @@ func helloExchange(ctx context.Context, t *testing.T, shim string, hc helloCase)
 	_, err = io.ReadFull(conn, got[iwarp.MPAHeaderLen:])
 	require.NoError(t, err, "the MPA Request's private data")
 
+	if hc.waitLog != "" {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !strings.Contains(logs(dir), hc.waitLog) {
+			select {
+			case <-cctx.Done():
+				t.Fatalf("no %q in the server's log:\n%s", hc.waitLog, logs(dir))
+			case <-tick.C:
+			}
+		}
+	}
+
 	// From the server's side: it is the source, the test the destination.
 	src, dst := conn.RemoteAddr(), conn.LocalAddr()
 	h = sdpcore.Hello{Bufs: uint16(hc.bufs), MaxAdverts: 1, IPVersion: hc.ipv, DesRemRcvSz: uint32(hc.bufSize),
@@ -179,4 +200,47 @@ func helloIP(a net.Addr, listen string) (b [16]byte) {
 	}
 	copy(b[:], ip.To16())
 	return b
+}
+
+// Two settings are read by both the shim and the engine: SDP_FLOW_CONTROL (the shim writes it
+// into the Hello, the engine runs it) and SDP_ZCOPY_THRESHOLD (the shim decides which calls may
+// wait for zero copy, the engine which sends use it). TestSettingsAgree gives each the same
+// inputs, well formed and not, and requires the same value on both sides: the shim's from its
+// Hello and its debug line, the engine's from its "engine started" line.
+func TestSettingsAgree(t *testing.T) {
+	shim, ctx := setup(t)
+	engineZ := regexp.MustCompile(`engine started: .* flow_control=(\w+) .*zcopy_threshold=(\d+)`)
+	shimZ := regexp.MustCompile(`zcopy_threshold=(\d+) \(SDP_ZCOPY_THRESHOLD, as the shim reads it\)`)
+	inputs := []struct{ name, value string }{
+		{"zcopy", "65536"}, {"zcopy", "64k"}, {"zcopy", "-1"}, {"zcopy", " 10 "}, {"zcopy", "0x10"},
+		{"zcopy", " "}, {"zcopy", "0"}, {"zcopy", "+7"}, {"zcopy", "1e3"}, {"zcopy", "99999999999999999999"},
+		{"flow", "rdma"}, {"flow", "NIC"}, {"flow", " rdma"}, {"flow", "bogus"}, {"flow", "transport"},
+	}
+	for _, in := range inputs {
+		t.Run(in.name+"="+strconv.Quote(in.value), func(t *testing.T) {
+			hc := helloCase{listen: "127.0.0.1", dial: "127.0.0.1", env: []string{"SDP_LOG_LEVEL=debug"},
+				waitLog: "engine started"}
+			if in.name == "zcopy" {
+				hc.env = append(hc.env, "SDP_ZCOPY_THRESHOLD="+in.value)
+			} else {
+				hc.env = append(hc.env, "SDP_FLOW_CONTROL="+in.value)
+			}
+			dir := t.TempDir()
+			got, _, _ := helloExchange(ctx, t, shim, dir, hc)
+			f, _, err := iwarp.ParseMPAFrame(got, false)
+			require.NoError(t, err)
+			h, err := sdpcore.ParseHello(f.PrivateData)
+			require.NoError(t, err)
+			text := logs(dir)
+			e := engineZ.FindStringSubmatch(text)
+			require.NotNil(t, e, "the engine's settings line:\n%s", text)
+			assert.Equal(t, e[1], h.FlowControl.String(), "flow control: engine (want) and the shim's Hello")
+			if in.name == "zcopy" {
+				c := shimZ.FindStringSubmatch(text)
+				require.NotNil(t, c, "the shim's zcopy_threshold line:\n%s", text)
+				assert.Equal(t, e[2], c[1], "zero-copy threshold: engine (want) and shim")
+				assert.Equal(t, e[2] != "0", h.Cap&sdpcore.CapWriteZCopy != 0, "Write ZCopy offered iff zero copy is on")
+			}
+		})
+	}
 }
