@@ -29,17 +29,17 @@ import (
 
 // helloCase is a listener's settings and how the test reaches it.
 type helloCase struct {
-	name     string
-	env      []string
-	listen   string // the address the listener binds
-	dial     string // the address the test connects to
-	markers  bool
-	crc      bool
-	fc       sdpcore.FlowControl
-	bufSize  int
-	bufs     int
-	zcopy    bool  // SDP_ZCOPY_THRESHOLD above 0: the Write ZCopy capability
-	ipv      uint8 // 4 or 6
+	name    string
+	env     []string
+	listen  string // the address the listener binds
+	dial    string // the address the test connects to
+	markers bool
+	crc     bool
+	fc      sdpcore.FlowControl
+	bufSize int
+	bufs    int
+	zcopy   bool  // SDP_ZCOPY_THRESHOLD above 0: the Write ZCopy capability
+	ipv     uint8 // 4 or 6
 	// waitLog: the server's log must show this before the server is stopped.
 	waitLog string
 }
