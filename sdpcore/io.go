@@ -394,11 +394,15 @@ func (c *Conn) Background(limit time.Duration) {
 }
 
 // bgWork reports work that must not wait for the application's next call:
-// early or corked bytes, bytes the kernel could not take, and, in nic mode,
-// data held for ring space (seed 001 §4's asynchronous flush; rdma mode
-// leaves it to the application's next call unless that was a shutdown).
+// early or corked bytes, bytes the kernel could not take, in nic mode data
+// held for ring space (seed 001 §4's asynchronous flush; rdma mode leaves it
+// to the application's next call unless that was a shutdown), and a DisConn
+// that waits for a credit: the peer's end of stream must not depend on
+// another call (a program that shut down its side after reading the peer's
+// end makes none, and TCP's FIN goes anyway).
 func (c *Conn) bgWork() bool {
-	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) || (c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut))
+	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) ||
+		(c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut)) || (c.wrShut && !c.disSent && c.st == stEstablished)
 }
 
 func (c *Conn) sendable() error {

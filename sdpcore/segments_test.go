@@ -2,6 +2,7 @@ package sdpcore
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -32,15 +33,25 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 
 			until := time.Now().Add(30 * time.Second)
 			data := randBytes(4<<20, 7)
-			done := make(chan error, 1)
+			done, half := make(chan error, 1), make(chan struct{})
 			go func() {
-				// 2 MiB as 64 KiB sends (Data messages), then 2 MiB in
-				// blocking 1 MiB sends a waiting reader takes by zero copy.
+				// 2 MiB as 64 KiB sends (Data messages), then, once the
+				// reader has taken those, 2 MiB in blocking 1 MiB sends a
+				// waiting reader takes by zero copy. (A reader still busy
+				// with copies when an offer comes may answer it with
+				// SendSM, which turns zero copy off for a while: on a
+				// loaded machine the second half then went by copy.)
 				for off := 0; off < 2<<20; off += 64 << 10 {
 					if err := sendBytes(t, a, data[off:off+64<<10], 0, until); err != nil {
 						done <- err
 						return
 					}
+				}
+				select {
+				case <-half:
+				case <-time.After(time.Until(until)):
+					done <- errors.New("the reader did not take the first half")
+					return
 				}
 				for off := 2 << 20; off < len(data); off += 1 << 20 {
 					if err := sendBytes(t, a, data[off:off+1<<20], SendWait, until); err != nil {
@@ -50,8 +61,12 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 				}
 				done <- nil
 			}()
-			got, err := recvN(t, p, len(data), 1<<20, RecvWait, until)
+			got, err := recvN(t, p, 2<<20, 1<<20, RecvWait, until)
 			require.NoError(t, err)
+			close(half)
+			rest, err := recvN(t, p, len(data)-len(got), 1<<20, RecvWait, until)
+			require.NoError(t, err)
+			got = append(got, rest...)
 			require.NoError(t, <-done)
 			require.True(t, bytes.Equal(data, got), "the bytes received differ from those sent")
 
