@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -128,23 +126,9 @@ func helloExchange(ctx context.Context, t *testing.T, shim, dir string, hc hello
 	env := append(sdpEnv(shim, filepath.Join(dir, "hello.%p.log")), hc.env...) // exec keeps the last of a name
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "env", "--default-signal=INT", python, "-c", acceptingServer, hc.listen,
-		strconv.Itoa(port))
-	cmd.Env = env
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "hello server", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	defer p.stop()
+	p := startPython(cctx, t, "hello server", env, filepath.Join(dir, "server.out"), "-c", acceptingServer,
+		hc.listen, strconv.Itoa(port))
+	defer p.stop() // before the log is read
 	p.waitListening(cctx, t, port, sdpPort(port))
 
 	d := net.Dialer{Timeout: 10 * time.Second}

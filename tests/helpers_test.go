@@ -253,30 +253,38 @@ func startServer(ctx context.Context, t *testing.T, shim, dir, logDir string, po
 // port is someone else's).
 func startServerOn(ctx context.Context, t *testing.T, shim, dir, logDir string, port int, withSDP bool) *proc {
 	t.Helper()
-	// env --default-signal=INT: a SIGINT ignored by whoever started the tests must not be
-	// inherited, or python would never see the interrupt that makes it exit cleanly.
-	cmd := exec.CommandContext(ctx, "env", "--default-signal=INT", python, "-m", "http.server",
-		"--bind", "127.0.0.1", "--directory", dir, strconv.Itoa(port))
-	cmd.Env = procEnv(shim, filepath.Join(logDir, "server.%p.log"))
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 10 * time.Second
-	out := filepath.Join(logDir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "http.server", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := startPython(ctx, t, "http.server", procEnv(shim, filepath.Join(logDir, "server.%p.log")),
+		filepath.Join(logDir, "server.out"), "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir,
+		strconv.Itoa(port))
 	ports := []int{port}
 	if shim != "" && withSDP {
 		ports = append(ports, sdpPort(port))
 	}
 	p.waitListening(ctx, t, ports...)
+	return p
+}
+
+// startPython runs python3 with args and env in the background, its output in out, stopped at
+// the end of the test (or by the caller, earlier).
+func startPython(ctx context.Context, t *testing.T, name string, env []string, out string, args ...string) *proc {
+	t.Helper()
+	// env --default-signal=INT: a SIGINT ignored by whoever started the tests must not be
+	// inherited, or python would never see the interrupt that makes it exit cleanly.
+	cmd := exec.CommandContext(ctx, "env", append([]string{"--default-signal=INT", python}, args...)...)
+	cmd.Env = env
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: name, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
 	return p
 }
 
