@@ -250,9 +250,10 @@ static void load_rules(const char *path);
 
 static int move_high(int fd);
 
-/* keep_trust_fd keeps shim/trust.c's sock_diag socket out of the
- * application's way: a high descriptor that its close() leaves open. */
-static int keep_trust_fd(int fd)
+/* shim_keep_fd keeps a descriptor of the shim's own (shim/trust.c's
+ * sock_diag socket, shim/uring_ops.c's ring) out of the application's way:
+ * a high descriptor that its close() leaves open. */
+int shim_keep_fd(int fd)
 {
 	fd = move_high(fd);
 	keep_open(fd);
@@ -303,7 +304,7 @@ static void read_config(void)
 	char err[200];
 	if (trust_init(getenv("SDP_TRUST_REMOTE"), err, sizeof err) < 0)
 		logmsg(0, "%s", err);
-	trust_keep(keep_trust_fd);
+	trust_keep(shim_keep_fd);
 	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
 		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
 		return;

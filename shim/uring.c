@@ -10,7 +10,9 @@
  * rewritten, before the kernel sees them), io_uring_enter first takes the
  * EPOLL_CTL entries that name a descriptor of the shim's, applies them with
  * the shim's epoll_ctl() and turns them into NOPs (the completion carries 0,
- * as EPOLL_CTL's would), and SYS_close goes to close(). Every other call goes
+ * as EPOLL_CTL's would); entries that read, write, poll or shut down an SDP
+ * connection are carried out by the shim (shim/uring_ops.c), and so are
+ * cancellations of those; SYS_close goes to close(). Every other call goes
  * to libc's syscall() unchanged.
  *
  * Not covered: rings polled by a kernel thread (IORING_SETUP_SQPOLL, which
@@ -74,6 +76,7 @@ static struct ring {
 	unsigned sqe_size;    /* 64, or 128 with IORING_SETUP_SQE128 */
 	struct io_sqring_offsets off;
 	int no_array;         /* IORING_SETUP_NO_SQARRAY: entry i is sqes[i] */
+	int skip_ok;          /* IORING_FEAT_CQE_SKIP: entries may complete unseen */
 } rings[RINGS];
 static int n_rings;
 /* Recursive: an entry taken while the ring is looked at may close a
@@ -102,6 +105,7 @@ static void ring_seen(int fd, const struct io_uring_params *p)
 	struct ring r = { .fd = fd, .off = p->sq_off };
 	r.sqe_size = (p->flags & IORING_SETUP_SQE128) ? 128 : 64;
 	r.no_array = !!(p->flags & IORING_SETUP_NO_SQARRAY);
+	r.skip_ok = !!(p->features & IORING_FEAT_CQE_SKIP);
 	r.sq_len = r.no_array ? p->sq_off.dropped + sizeof(uint32_t) : p->sq_off.array + p->sq_entries * sizeof(uint32_t);
 	r.sqes_len = (size_t)p->sq_entries * r.sqe_size;
 	r.sq = mmap(NULL, r.sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, IORING_OFF_SQ_RING);
@@ -145,10 +149,10 @@ void uring_forget(int fd)
 
 #define NOP_INJECT_RESULT (1U << 0) /* IORING_NOP_INJECT_RESULT (Linux 6.12): sqe->len is the result */
 
-/* to_nop makes sqe a NOP that completes with res: 0 on every kernel, an
- * error through IORING_NOP_INJECT_RESULT (Linux 6.12; before it, the NOP
- * itself fails with EINVAL: still an error). */
-static void to_nop(struct io_uring_sqe *sqe, int res)
+/* uring_to_nop makes sqe a NOP that completes with res: 0 on every
+ * kernel, an error through IORING_NOP_INJECT_RESULT (Linux 6.12; before it,
+ * the NOP itself fails with EINVAL: still an error). */
+void uring_to_nop(struct io_uring_sqe *sqe, int res)
 {
 	uint64_t data = sqe->user_data;
 	uint8_t flags = sqe->flags;
@@ -172,20 +176,7 @@ static void take_epoll_ctl(struct io_uring_sqe *sqe)
 	if (sqe->addr && op != EPOLL_CTL_DEL)
 		memcpy(&ev, (void *)(uintptr_t)sqe->addr, sizeof ev);
 	int rc = epoll_ctl(epfd, op, fd, op == EPOLL_CTL_DEL ? NULL : &ev);
-	to_nop(sqe, rc < 0 ? -errno : 0);
-}
-
-/* refuse makes an entry that would move an SDP connection's bytes past
- * the engine (they are SDP frames on the socket) fail with EOPNOTSUPP
- * instead: a NOP completing with that result (on kernels before 6.12 the
- * NOP itself fails, with EINVAL). Never a protocol byte to the application. */
-static void refuse(struct io_uring_sqe *sqe, int fd)
-{
-	static _Atomic int told;
-	if (!atomic_exchange(&told, 1))
-		shim_log(0, "fd %d: read, write or poll of an SDP connection through io_uring is not supported; it fails "
-			    "with EOPNOTSUPP (keep the program on TCP: SDP_MODE=tcp or a libsdp.conf rule)", fd);
-	to_nop(sqe, -EOPNOTSUPP);
+	uring_to_nop(sqe, rc < 0 ? -errno : 0);
 }
 
 /* take_close closes a descriptor of the shim's with close(), so that its
@@ -193,10 +184,11 @@ static void refuse(struct io_uring_sqe *sqe, int fd)
 static void take_close(struct io_uring_sqe *sqe)
 {
 	int rc = close(sqe->fd);
-	to_nop(sqe, rc < 0 ? -errno : 0);
+	uring_to_nop(sqe, rc < 0 ? -errno : 0);
 }
 
-/* moves_bytes says whether op reads, writes or polls its descriptor. */
+/* moves_bytes says whether op reads, writes, polls or shuts down its
+ * descriptor: on an SDP connection, the shim's to carry (shim/uring_ops.c). */
 static int moves_bytes(int op)
 {
 	switch (op) {
@@ -221,12 +213,16 @@ static int moves_bytes(int op)
 	return 0;
 }
 
-/* take looks at one entry about to be submitted. */
-static void take(struct io_uring_sqe *sqe)
+/* take looks at one entry about to be submitted to r. */
+static void take(const struct ring *r, struct io_uring_sqe *sqe)
 {
+	int op = sqe->opcode;
+	if (op == IORING_OP_ASYNC_CANCEL || op == IORING_OP_POLL_REMOVE) {
+		uring_cancel_take(r->fd, sqe);
+		return;
+	}
 	if (sqe->flags & IOSQE_FIXED_FILE)
 		return; /* a registered file: not a descriptor the shim can name */
-	int op = sqe->opcode;
 	if (op == IORING_OP_EPOLL_CTL) {
 		if (shim_knows((int)sqe->off))
 			take_epoll_ctl(sqe);
@@ -238,7 +234,7 @@ static void take(struct io_uring_sqe *sqe)
 	if (op == IORING_OP_CLOSE)
 		take_close(sqe);
 	else if (k == SHIM_FD_SDP && moves_bytes(op))
-		refuse(sqe, sqe->fd);
+		uring_op_take(r->fd, sqe, r->skip_ok);
 	else if (k == SHIM_FD_LISTEN && op == IORING_OP_ACCEPT)
 		shim_listener_tcp_only(sqe->fd);
 }
@@ -265,7 +261,7 @@ static void ring_submitting(int fd, unsigned to_submit)
 			if ((size_t)idx * r->sqe_size >= r->sqes_len)
 				continue;
 			struct io_uring_sqe *sqe = (struct io_uring_sqe *)((char *)r->sqes + (size_t)idx * r->sqe_size);
-			take(sqe);
+			take(r, sqe);
 		}
 	}
 	pthread_mutex_unlock(&rings_mu);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/io_uring.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static struct {
@@ -73,6 +75,67 @@ static int submit(const struct io_uring_sqe *e)
 	int res = ring.cqes[head & *ring.cq_mask].res;
 	__atomic_store_n(ring.cq_head, head + 1, __ATOMIC_RELEASE);
 	return res;
+}
+
+/* push queues one entry and submits it without waiting for it. */
+static void push(const struct io_uring_sqe *e)
+{
+	unsigned tail = *ring.sq_tail, idx = tail & *ring.sq_mask;
+	ring.sqes[idx] = *e;
+	ring.sq_array[idx] = idx;
+	__atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
+	if (syscall(SYS_io_uring_enter, ring.fd, 1, 0, 0, NULL, 0) < 0)
+		die("io_uring_enter");
+}
+
+/* pending says whether no completion is there yet. */
+static int pending(void)
+{
+	return *ring.cq_head == __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE);
+}
+
+/* reap waits for n completions and returns them ordered by user_data. */
+static void reap(int n, struct io_uring_cqe *out)
+{
+	for (int i = 0; i < n; i++) {
+		while (pending())
+			if (syscall(SYS_io_uring_enter, ring.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR)
+				die("io_uring_enter");
+		unsigned head = *ring.cq_head;
+		out[i] = ring.cqes[head & *ring.cq_mask];
+		__atomic_store_n(ring.cq_head, head + 1, __ATOMIC_RELEASE);
+	}
+	for (int i = 1; i < n; i++)
+		for (int k = i; k > 0 && out[k].user_data < out[k - 1].user_data; k--) {
+			struct io_uring_cqe t = out[k];
+			out[k] = out[k - 1];
+			out[k - 1] = t;
+		}
+}
+
+static struct io_uring_sqe entry(int op, int fd, const void *addr, unsigned len, int flags, uint64_t data)
+{
+	struct io_uring_sqe e;
+	memset(&e, 0, sizeof e);
+	e.opcode = (uint8_t)op;
+	e.fd = fd;
+	e.addr = (uint64_t)(uintptr_t)addr;
+	e.len = len;
+	e.msg_flags = (uint32_t)flags;
+	e.user_data = data;
+	return e;
+}
+
+/* read_all reads exactly n bytes from fd with read(). */
+static void read_all(int fd, char *b, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, b + got, n - got);
+		if (r <= 0)
+			die("read_all");
+		got += (size_t)r;
+	}
 }
 
 static int ring_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
@@ -169,6 +232,96 @@ int main(int argc, char **argv)
 		n = read(s, buf, sizeof buf);
 		printf("read %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), buf);
 	}
+
+	/* Sends and writes through the ring; the client reads them. */
+	struct io_uring_cqe cq[2];
+	struct io_uring_sqe x = entry(IORING_OP_SEND, s, "pong", 4, 0, 1);
+	printf("send through the ring: %s\n", res_name(submit(&x)));
+	x = entry(IORING_OP_WRITE, s, "abc", 3, 0, 2);
+	printf("write through the ring: %s\n", res_name(submit(&x)));
+	read_all(c, buf, 7);
+	printf("client read '%.7s'\n", buf);
+	struct iovec wv[2] = { { "de", 2 }, { "fgh", 3 } };
+	x = entry(IORING_OP_WRITEV, s, wv, 2, 0, 3);
+	printf("writev through the ring: %s\n", res_name(submit(&x)));
+	struct msghdr wm = { .msg_iov = wv, .msg_iovlen = 2 };
+	x = entry(IORING_OP_SENDMSG, s, &wm, 0, 0, 4);
+	printf("sendmsg through the ring: %s\n", res_name(submit(&x)));
+	read_all(c, buf, 10);
+	printf("client read '%.10s'\n", buf);
+
+	/* A receive that waits for its bytes, and one that waits for all. */
+	memset(buf, 0, sizeof buf);
+	x = entry(IORING_OP_RECV, s, buf, sizeof buf, 0, 5);
+	push(&x);
+	printf("recv before data: %s\n", pending() ? "pending" : "completed");
+	if (write(c, "late", 4) != 4)
+		die("write");
+	reap(1, cq);
+	printf("recv after data: %s '%.*s'\n", res_name(cq[0].res), cq[0].res > 0 ? cq[0].res : 0, buf);
+	x = entry(IORING_OP_RECV, s, buf, 8, MSG_WAITALL, 6);
+	push(&x);
+	if (write(c, "1234", 4) != 4 || write(c, "5678", 4) != 4)
+		die("write");
+	reap(1, cq);
+	printf("recv waitall: %s '%.*s'\n", res_name(cq[0].res), cq[0].res > 0 ? cq[0].res : 0, buf);
+	x = entry(IORING_OP_READ, s, buf, sizeof buf, 0, 7);
+	push(&x);
+	printf("read before data: %s\n", pending() ? "pending" : "completed");
+	if (write(c, "xyz", 3) != 3)
+		die("write");
+	reap(1, cq);
+	printf("read after data: %s '%.*s'\n", res_name(cq[0].res), cq[0].res > 0 ? cq[0].res : 0, buf);
+	char b1[2], b2[3];
+	struct iovec rv[2] = { { b1, sizeof b1 }, { b2, sizeof b2 } };
+	struct msghdr rm = { .msg_iov = rv, .msg_iovlen = 2 };
+	if (write(c, "vwxyz", 5) != 5)
+		die("write");
+	x = entry(IORING_OP_RECVMSG, s, &rm, 0, MSG_WAITALL, 8);
+	push(&x);
+	reap(1, cq);
+	printf("recvmsg: %s '%.2s' '%.3s'\n", res_name(cq[0].res), b1, b2);
+
+	/* Polls: one that waits for bytes, one ready at once. */
+	x = entry(IORING_OP_POLL_ADD, s, NULL, 0, 0, 9);
+	x.poll32_events = POLLIN;
+	push(&x);
+	printf("poll before data: %s\n", pending() ? "pending" : "completed");
+	if (write(c, "p", 1) != 1)
+		die("write");
+	reap(1, cq);
+	printf("poll after data: %s\n", res_name(cq[0].res));
+	if (read(s, buf, 1) != 1)
+		die("read");
+	x = entry(IORING_OP_POLL_ADD, s, NULL, 0, 0, 10);
+	x.poll32_events = POLLOUT;
+	printf("poll for room: %s\n", res_name(submit(&x)));
+
+	/* A waiting receive cancelled; a waiting poll removed. */
+	x = entry(IORING_OP_RECV, s, buf, sizeof buf, 0, 11);
+	push(&x);
+	x = entry(IORING_OP_ASYNC_CANCEL, -1, (void *)(uintptr_t)11, 0, 0, 12);
+	push(&x);
+	reap(2, cq);
+	printf("cancel: recv %s,", res_name(cq[0].res));
+	printf(" cancel %s\n", res_name(cq[1].res));
+	x = entry(IORING_OP_POLL_ADD, s, NULL, 0, 0, 13);
+	x.poll32_events = POLLIN;
+	push(&x);
+	x = entry(IORING_OP_POLL_REMOVE, -1, (void *)(uintptr_t)13, 0, 0, 14);
+	push(&x);
+	reap(2, cq);
+	printf("poll remove: poll %s,", res_name(cq[0].res));
+	printf(" remove %s\n", res_name(cq[1].res));
+	if (write(c, "after", 5) != 5)
+		die("write");
+	read_all(s, buf, 5);
+	printf("read after cancels '%.5s'\n", buf);
+
+	/* The server's side shut down through the ring: the client reads the end. */
+	x = entry(IORING_OP_SHUTDOWN, s, NULL, SHUT_WR, 0, 15);
+	printf("shutdown through the ring: %s\n", res_name(submit(&x)));
+	printf("client read after shutdown %zd\n", read(c, buf, sizeof buf));
 
 	/* The client closed through the ring: the server reads end of stream. */
 	memset(&e, 0, sizeof e);
