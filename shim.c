@@ -7,7 +7,10 @@
  * loaded with dlopen the first time a process does I/O on one. Listening,
  * accepting and connecting are plain kernel calls made here, so a server
  * that forks after listen() or accept() never carries a Go runtime across
- * fork (see docs/PROTOCOL.md and DESIGN.md decision 1).
+ * fork: a Go runtime does not survive fork() without exec (only the forking
+ * thread exists in the child, which hangs on its first goroutine, sleep or
+ * garbage collection). README.md ("Known limits") and docs/PROTOCOL.md §2
+ * say what a forked child may do with a connection.
  *
  * Finding the peer: an application listener on port P gets a second, hidden
  * listener on the mapped SDP port (P + SDP_PORT_OFFSET, wrapped into
@@ -1159,7 +1162,7 @@ static uint8_t hello_flow_control(void)
 }
 
 /* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
- * §7.1; layout in docs/PROTOCOL.md). sdpcore.AppendRequest is the reference
+ * §7.1.1; layout in docs/PROTOCOL.md §2). sdpcore.AppendRequest is the reference
  * encoder and the engine parses these exact bytes back. */
 static size_t zcopy_min(void);
 

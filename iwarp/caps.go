@@ -7,9 +7,11 @@ import (
 )
 
 // Capabilities describes what this iWARP implementation does itself, so an
-// upper layer can drop work that would only repeat it (seed 000's central
-// idea: SDP over an RNIC keeps its own flow control and copies because the
-// RNIC does not offer what a software stack over TCP gets for free).
+// upper layer can drop work that would only repeat it (the central idea of
+// Balaji, Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
+// Network Stacks: A Case Study with iWARP over 10G Ethernet", §4: SDP over
+// an RNIC keeps its own flow control and copies because the RNIC does not
+// offer what a software stack over TCP gets for free).
 type Capabilities struct {
 	// FlowControlByTransport: the lower layer is kernel TCP, whose window
 	// already stops a sender that outruns its receiver. A Send never fails
@@ -25,7 +27,8 @@ type Capabilities struct {
 	// in one pass (crc_amd64.s).
 	CRCInstruction bool
 	// AppendToQueued: a message posted but not yet on the wire can still
-	// grow (QP.AppendSend), so small sends coalesce (seed 000 §4.2).
+	// grow (QP.AppendSend), so small sends coalesce (Balaji et al.,
+	// "Sockets Direct Protocol for Hybrid Network Stacks", §4.2).
 	AppendToQueued bool
 	// ImmediateData: RFC 7306 Immediate Data messages are carried.
 	ImmediateData bool

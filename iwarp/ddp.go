@@ -8,7 +8,7 @@ import "encoding/binary"
 //	tagged   (14): ctrl | RsvdULP (1) | STag (4) | TO (8)
 //
 // RDMAP owns RsvdULP: its first octet is the RDMAP control octet, and in
-// untagged segments the next four carry the Invalidate STag (RFC 5040 §4.3).
+// untagged segments the next four carry the Invalidate STag (RFC 5040 §4.1).
 const (
 	DDPUntaggedHeaderLen = 18
 	DDPTaggedHeaderLen   = 14

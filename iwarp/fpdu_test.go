@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// RFC 5044 Appendix A, Fig.5 and Fig.6: a 42-octet untagged Send ULPDU
+// RFC 5044 §4.4, Fig.5 and Fig.6: a 42-octet untagged Send ULPDU
 // (DDP control 0x41: L=1, DV=1; RDMAP control 0x43: RV=1, Send; QN 0; MSN 1
 // and 2; MO 0; 24 octets of zero payload).
 func rfcULPDU(msn byte) []byte {

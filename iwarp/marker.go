@@ -19,8 +19,8 @@ import (
 // that FPDU points at its ULPDU_Length, 4 octets after the leading marker.
 // A marker that falls right after the PAD goes before the CRC and belongs to
 // the FPDU it ends. All markers of an FPDU, the leading one included, are
-// covered by its CRC (RFC 5044 Fig.5: the CRC 0x83992352 holds only over the
-// leading marker and the FPDU together).
+// covered by its CRC (RFC 5044 §4.3; §4.4, Fig.5: the CRC 0x83992352 holds
+// only over the leading marker and the FPDU together).
 //
 // Every FPDU is a multiple of 4 octets long, markers included, so as long as
 // the spacing is a multiple of 4 a marker never splits ULPDU_Length or the

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 )
 
-// Memory protection (RFC 5040 §2.2, §6.2; RFC 5041 §7.2).
+// Memory protection (RFC 5040 §7.2; RFC 5041 §7.1, §7.2).
 //
 // A peer may only place data into, or read data from, memory that this side
 // registered and told it about. Registration returns an STag: a 24-bit index

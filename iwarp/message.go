@@ -1,12 +1,13 @@
 package iwarp
 
-// Untagged message reassembly (RFC 5041 §5.3). NextSegment already checks
-// each untagged segment against its queue: QN 0, 1 or 2, the MSN the queue
-// expects, an MO that continues the message exactly, and a Last flag that
-// closes it (the next segment must then start MSN+1 at MO 0). NextMessage
-// builds whole messages from those segments, one reassembly buffer per
-// queue, so that a Terminate on QN 2 can arrive between two segments of a
-// Send on QN 0. A message that fits one segment is returned without a copy.
+// Untagged message reassembly (RFC 5041 §5.2, §5.3). NextSegment already
+// checks each untagged segment against its queue: QN 0, 1 or 2, the MSN the
+// queue expects, an MO that continues the message exactly, and a Last flag
+// that closes it (the next segment must then start MSN+1 at MO 0).
+// NextMessage builds whole messages from those segments, one reassembly
+// buffer per queue, so that a Terminate on QN 2 can arrive between two
+// segments of a Send on QN 0. A message that fits one segment is returned
+// without a copy.
 
 // DefaultMaxRecvMessage bounds a reassembled message unless
 // SetMaxRecvMessage says otherwise.

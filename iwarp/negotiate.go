@@ -14,14 +14,14 @@ package iwarp
 // with a Rev 2 Reply only if it asked for Rev 2 itself. The private data the
 // caller gives and gets back is always the ULP's own, without the block.
 //
-// IRD/ORD (RFC 6581 §7.1): each end announces what it can answer (IRD) and
+// IRD/ORD (RFC 6581 §9.1): each end announces what it can answer (IRD) and
 // what it wants to issue (ORD). The responder lowers its ORD to the
 // initiator's IRD; the initiator lowers its ORD to the responder's IRD. A
 // Reply whose ORD exceeds the initiator's IRD cannot be satisfied and fails
 // with MPA error 6 (insufficient IRD). MPAv2NoIRDORD on either side leaves
 // the other's value alone.
 //
-// Ready-to-receive (RFC 6581 §7.2): when the initiator offers peer-to-peer
+// Ready-to-receive (RFC 6581 §9.2): when the initiator offers peer-to-peer
 // mode (A) with the RTR messages it can send (B Send, C Write, D Read), a
 // responder that also wants it picks one and echoes only that bit. The
 // initiator must then send that zero-length message as its first FPDU
@@ -217,7 +217,7 @@ func (n *MPANegotiation) Result() (MPAResult, bool) { return n.result, n.state =
 //
 // A responder that fails on a well-formed Request still has a Reply in Out:
 // one with the R flag, which tells the initiator why the connection ends
-// (RFC 5044 §7.1.5; RFC 6581 §7.1 for IRD and RTR mismatches).
+// (RFC 5044 §7.1.2; RFC 6581 §9.1 and §9.2 for IRD and RTR mismatches).
 func (n *MPANegotiation) Feed(b []byte) (int, error) {
 	switch n.state {
 	case mpaDone:

@@ -147,7 +147,8 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 		}
 	}
 	// Each FPDU is a whole message the peer may be waiting for: Nagle's
-	// delay would only hold it back (RFC 5044 §5 assumes TCP_NODELAY).
+	// delay would only hold it back (RFC 5044 §5.1 names TCP_NODELAY as the
+	// way to start segments with FPDUs).
 	_ = unix.SetsockoptInt(q.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	q.tx = NewTxFramer(txMarkers, crc, spacing)
 	q.rx = NewRxDeframer(rxMarkers, crc, spacing)
@@ -335,10 +336,12 @@ type lastSend struct {
 // when that message is a Send (or Send with SE) that fits one FPDU, no octet
 // of it has been written yet, and it still fits one FPDU afterwards: the
 // FPDU is framed again in place with the longer ULPDU, under the same MSN,
-// so the peer sees one message (seed 000 §4.2: coalescing by appending to a
-// queued send). edit, if not nil, sees the whole new payload before it is
-// framed, so the upper layer can fix its own header (SDP's BSDH Len). It
-// reports whether it appended; if not, nothing changed.
+// so the peer sees one message (coalescing by appending to a queued send:
+// Balaji, Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
+// Network Stacks: A Case Study with iWARP over 10G Ethernet", §4.2). edit, if
+// not nil, sees the whole new payload before it is framed, so the upper layer
+// can fix its own header (SDP's BSDH Len). It reports whether it appended; if
+// not, nothing changed.
 func (q *QP) AppendSend(edit func(payload []byte), parts ...[]byte) bool {
 	l := &q.last
 	if !l.ok || q.txoff > l.start {
@@ -386,7 +389,7 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 // FPDUs go out in records (sendmmsg with MSG_EOR), so the kernel never
 // merges the end of one FPDU and the start of the next into one segment:
 // FPDUs are no larger than the MSS, and so every TCP segment starts with an
-// FPDU, as RFC 5044 §5 asks of senders ("FPDU alignment"). A record is one
+// FPDU, as RFC 5044 §5.1 asks of senders ("FPDU alignment"). A record is one
 // FPDU, or a run of FPDUs that each fill a segment exactly (segmentFit) and
 // the FPDU after them: the kernel cuts it at the same places, but handles it
 // as one large buffer (GSO) instead of one packet per FPDU, which over a
@@ -786,8 +789,9 @@ func (q *QP) NextSegment() (Segment, error) {
 	}
 }
 
-// checkUntagged enforces RFC 5041 §5.3 ordering for untagged queues: MSN
-// advances by one per message, MO by the bytes of each segment.
+// checkUntagged enforces the ordering of untagged queues (RFC 5041 §4.3,
+// §5.2, §5.3): MSN advances by one per message, MO by the bytes of each
+// segment.
 func (q *QP) checkUntagged(s *DDPSegment) error {
 	if s.QN >= numQueues {
 		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
@@ -835,11 +839,11 @@ func (q *QP) PostTerminate(err *Error) {
 }
 
 // SetAlign chooses whether each FPDU is handed to the kernel as its own
-// record (the default: every TCP segment starts with an FPDU, as RFC 5044 §5
-// asks of senders, and Wireshark can follow markers) or the transmit buffer
-// goes out as one stream, which the kernel cuts into fewer, larger segments:
-// measured about twice as fast over loopback (docs/PROTOCOL.md). Receivers
-// frame by ULPDU_Length either way.
+// record (the default: every TCP segment starts with an FPDU, as RFC 5044
+// §5.1 asks of senders, and Wireshark can follow markers) or the transmit
+// buffer goes out as one stream, which the kernel cuts into fewer, larger
+// segments: measured about twice as fast over loopback (docs/PROTOCOL.md §3,
+// "Size and alignment"). Receivers frame by ULPDU_Length either way.
 func (q *QP) SetAlign(align bool) { q.noAlign = !align }
 
 func (q *QP) sendFlags() uintptr {

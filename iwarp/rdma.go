@@ -27,9 +27,9 @@ import (
 // what the peer did to local memory (RDMA Writes placed, STags invalidated,
 // Read Requests answered). Completions queue until PollCompletions.
 
-// Default limits on RDMA Reads in flight (RFC 5040 §6.1; RFC 6581 calls
-// them IRD and ORD). Both ends of an sdpcore connection use the defaults,
-// so an ORD never exceeds the peer's IRD.
+// Default limits on RDMA Reads in flight (RFC 5040 §6.1; RFC 6581 §9.1 calls
+// them IRD and ORD). Both ends of an sdpcore connection use the defaults, so
+// an ORD never exceeds the peer's IRD.
 const (
 	DefaultIRD = 16
 	DefaultORD = 16
@@ -308,7 +308,7 @@ func (q *QP) placeWrite(s *DDPSegment) error {
 }
 
 // placeReadResponse places a Read Response segment. Read Responses answer
-// Read Requests in order (RFC 5040 §5.2.1), so each segment must continue
+// Read Requests in order (RFC 5040 §5.2.2), so each segment must continue
 // the oldest outstanding request exactly: same sink STag, the next TO, and
 // the Last flag on the octet that completes it. Like Linux siw, a mismatch
 // of STag is reported as an invalid STag and one of offset or length as a
@@ -399,7 +399,7 @@ func (q *QP) answerRead(s *DDPSegment) error {
 }
 
 // remoteInvalidate carries out the invalidation a Send with Invalidate
-// asks for (RFC 5040 §6.4): an STag that is not valid here cannot be
+// asks for (RFC 5040 §5.3): an STag that is not valid here cannot be
 // invalidated (remote operation error), and one whose region does not allow
 // remote invalidation is protected (remote protection error), as in siw.
 func (q *QP) remoteInvalidate(s *DDPSegment) error {

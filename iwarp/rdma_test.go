@@ -147,7 +147,7 @@ func TestLoopbackImmediate(t *testing.T) {
 		require.Equal(t, OpImmediate, b.segs[0].Opcode())
 		require.Equal(t, []byte{1, 2, 3, 4, 5, 6, 7, 8}, b.segs[0].Payload)
 		require.Equal(t, OpImmediateSE, b.segs[2].Opcode())
-		// Immediate Data shares QN 0's MSN sequence with Sends (RFC 7306 §5).
+		// Immediate Data shares QN 0's MSN sequence with Sends (RFC 7306 §6.3).
 		require.Equal(t, []uint32{1, 2, 3}, []uint32{b.segs[0].MSN, b.segs[1].MSN, b.segs[2].MSN})
 	})
 }

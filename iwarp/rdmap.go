@@ -32,7 +32,7 @@ const (
 	OpImmediateSE      Opcode = 0x9 // RFC 7306 Immediate Data with Solicited Event
 )
 
-// Untagged queue numbers (RFC 5040 §5.1).
+// Untagged queue numbers (RFC 5040 §3.1).
 const (
 	QNSend        = 0 // Send family and Immediate Data
 	QNReadRequest = 1

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Ready-to-receive messages (RFC 6581 §7.2). In peer-to-peer mode the
+// Ready-to-receive messages (RFC 6581 §9.2). In peer-to-peer mode the
 // initiator's first FPDU is a zero-length message of the type the MPA
 // exchange agreed on, and the responder sends nothing until it has arrived:
 // that message proves the initiator is in Full Operation, so the

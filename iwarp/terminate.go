@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Terminate (RFC 5040 §4.8): an untagged message on QN 2, single segment,
-// whose payload is
+// Terminate (RFC 5040 §4.8, §5.4): an untagged message on QN 2, single
+// segment, whose payload is
 //
 //	Terminate Control (4): Layer (4) | EType (4) | ErrCode (8) | M | D | R | reserved (13)
 //	[if D] DDP Segment Length (2) | terminated DDP header (14 or 18)

@@ -8,10 +8,11 @@ import "fmt"
 //
 //   - Layer 0 (RDMAP): RFC 5040 §4.8, the Terminate Control table;
 //   - Layer 1 (DDP): RFC 5041 §7.2;
-//   - Layer 2 (LLP, MPA over TCP): RFC 6581 §8, which adds codes 6 and 7 to
-//     RFC 5044's;
+//   - Layer 2 (LLP, MPA over TCP): RFC 5044 §8 (codes 1 to 4) and RFC 6581
+//     §8, which adds codes 5, 6 and 7;
 //
-// all three as registered with IANA by RFC 6580 §3 (the RDDP registries).
+// all three as registered with IANA by RFC 6580 §3 (the RDDP registries;
+// RFC 6581 §11 adds MPA codes 5 to 7).
 // terminate_codes_test.go holds those tables as the RFCs print them and
 // checks every constant and every fault path against them.
 
@@ -86,8 +87,8 @@ const (
 	DDPErrUntaggedVersion uint8 = 0x06
 )
 
-// MPA error codes (RFC 6581 §8, registered by RFC 6580 §3.3: Layer 2,
-// error type 0).
+// MPA error codes (RFC 5044 §8 and RFC 6581 §8, registered by RFC 6580 §3.3
+// and RFC 6581 §11: Layer 2, error type 0).
 const (
 	MPAErrType uint8 = 0
 

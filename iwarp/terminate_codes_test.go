@@ -21,10 +21,10 @@ type termClass struct{ layer, etype, code uint8 }
 
 // rfcTerminateTable is every classification the RFCs define, copied from
 // their tables as numbers (not from the constants, which it checks):
-// RFC 5040 §4.8 (Layer 0), RFC 5041 §7.2 (Layer 1), RFC 6581 §8 (Layer 2),
-// as the IANA RDDP registries of RFC 6580 §3 list them. A local
-// catastrophic RDMAP error may carry any code; 0xFF is the one this stack
-// sends.
+// RFC 5040 §4.8 (Layer 0), RFC 5041 §7.2 (Layer 1), RFC 5044 §8 and
+// RFC 6581 §8 (Layer 2), as the IANA RDDP registries of RFC 6580 §3 (and
+// RFC 6581 §11) list them. A local catastrophic RDMAP error may carry any
+// code; 0xFF is the one this stack sends.
 var rfcTerminateTable = map[termClass]string{
 	{0, 0, 0xFF}: "RDMAP local catastrophic error",
 	{0, 1, 0x00}: "RDMAP remote protection error: invalid STag",

@@ -7,7 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Zero-copy transmit of tagged payload (seed 004's gather). A Read
+// Zero-copy transmit of tagged payload (gathering, as the scatter/gather
+// marker insertion of Balaji, Feng, Bhagvat, Panda, Thakur and Gropp,
+// "Analyzing the Impact of Supporting Out-of-Order Communication on
+// In-order Performance with iWARP", §III-B, does on a NIC). A Read
 // Response is framed into the transmit buffer as usual, markers, headers,
 // PAD and CRC included, except that its payload octets are not copied
 // there: their place in the buffer is a hole, and Flush hands the kernel

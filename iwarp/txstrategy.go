@@ -5,16 +5,21 @@ import "encoding/binary"
 // Two more ways to put a ULPDU on the wire besides AppendFPDU (which copies
 // the caller's parts into a marker-gapped transmit buffer):
 //
-//   - In place (seed 000 §4.1, integrated buffering): ReserveFPDU tells the
+//   - In place (integrated buffering: Balaji, Bhagvat, Thakur and Panda,
+//     "Sockets Direct Protocol for Hybrid Network Stacks: A Case Study with
+//     iWARP over 10G Ethernet", §4.1): ReserveFPDU tells the
 //     caller where the ULPDU's octets go in the transmit buffer, between the
 //     marker gaps, for the current stream position; the caller writes its
 //     data there itself (its one copy), and SealFPDU fills ULPDU_Length, the
 //     markers, the PAD and the CRC around it. The buffer is then sent as is.
-//   - Gather (seed 004): GatherFPDU copies nothing of the ULPDU. It returns
-//     an iovec list that interleaves the caller's own slices with the few
-//     framing octets (ULPDU_Length, markers, PAD, CRC) kept in a small side
-//     buffer, for writev/sendmsg. The CRC runs over the caller's bytes where
-//     they are.
+//   - Gather (the scatter/gather marker insertion of Balaji, Feng, Bhagvat,
+//     Panda, Thakur and Gropp, "Analyzing the Impact of Supporting
+//     Out-of-Order Communication on In-order Performance with iWARP",
+//     §III-B): GatherFPDU copies nothing of the ULPDU. It returns an iovec
+//     list that interleaves the caller's own slices with the few framing
+//     octets (ULPDU_Length, markers, PAD, CRC) kept in a small side buffer,
+//     for writev/sendmsg. The CRC runs over the caller's bytes where they
+//     are.
 //
 // All three put the same octets on the wire for the same position.
 

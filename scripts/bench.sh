@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The benchmark suite: the seed papers' micro-benchmarks over plain TCP and over libsdp in
+# The benchmark suite: the micro-benchmarks of the papers libsdp's design comes from (listed
+# in scripts/bench/sdpbench.c) over plain TCP and over libsdp in
 # its configurations, on 127.0.0.1 and between two network namespaces joined by veth, plus
 # NetPIPE and sockperf as third-party cross-checks, the cost of the preload for programs
 # without networking, and a profile. Writes raw outputs, CSV, PNG plots and a Markdown

@@ -80,8 +80,10 @@ func benchOneWay(b *testing.B, cfg Config, size int, sendFlags SendFlags, chunk 
 	done := make(chan error, 1)
 	until := time.Now().Add(5 * time.Minute)
 	go func() {
-		// As in the seeds' bandwidth test, the receiver answers with one
-		// byte once it has everything; the sender waits for it.
+		// As in the bandwidth test of Balaji et al., "Analyzing the Impact of
+		// Supporting Out-of-Order Communication on In-order Performance with
+		// iWARP" (§IV-B.1), the receiver answers with one byte once it has
+		// everything; the sender waits for it.
 		err := recvCountFlags(b, a, make([]byte, chunk), size*b.N, recvFlags, until)
 		if err == nil {
 			err = sendBytes(b, a, []byte{1}, 0, until)
@@ -197,13 +199,15 @@ func benchTCP(b *testing.B, size int) {
 
 func tcpPairB(b *testing.B) (int, int) { return tcpPair(b) }
 
-// BenchmarkProgress is seed 001's communication-progress test: each round
-// the sender sends a burst of 100 messages of 4 KiB into a 64 KiB receive
-// ring (or 4 credits of 16 KiB), then computes for 1 ms without calling
-// the library, then waits for the receiver's one-byte answer, which the
-// receiver sends once it has the whole burst. A mode that moves held data
-// while the sender computes overlaps the two; rdma with inline progress
-// cannot (ns/op is the time of one round).
+// BenchmarkProgress is the communication-progress test of Balaji, Bhagvat,
+// Panda, Thakur and Gropp, "Advanced Flow-control Mechanisms for the Sockets
+// Direct Protocol over InfiniBand" (§5.2.2, Fig. 5): each round the sender
+// sends a burst of 100 messages of 4 KiB into a 64 KiB receive ring (or 4
+// credits of 16 KiB), then computes for 1 ms without calling the library,
+// then waits for the receiver's one-byte answer, which the receiver sends
+// once it has the whole burst. A mode that moves held data while the sender
+// computes overlaps the two; rdma with inline progress cannot (ns/op is the
+// time of one round).
 func BenchmarkProgress(b *testing.B) {
 	for _, m := range []struct {
 		fc   FlowControl

@@ -143,14 +143,16 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	}
 	sent := c.push(bufs, total, now, true)
 	if sent < total && c.creditQueue() {
-		// Out of credits (the peer's application has not read yet): up
-		// to queueSmall bytes wait in the send queue, as bytes wait in
-		// TCP's send buffer, and go with later small sends in as few
-		// messages as credits allow when they come back (seed 000's
-		// append coalescing). Small sends are no longer held to a buffer
-		// each: 1,000 sends of 10 bytes to a reader that reads after
-		// them all fit, as over TCP. A large send leaves the rest for
-		// when the queue has drained, sent from its own buffer.
+		// Out of credits (the peer's application has not read yet): up to
+		// queueSmall bytes wait in the send queue, as bytes wait in TCP's
+		// send buffer, and go with later small sends in as few messages as
+		// credits allow when they come back (append coalescing, as in Balaji,
+		// Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
+		// Network Stacks: A Case Study with iWARP over 10G Ethernet", §4.2).
+		// Small sends are no longer held to a buffer each: 1,000 sends of 10
+		// bytes to a reader that reads after them all fit, as over TCP. A
+		// large send leaves the rest for when the queue has drained, sent
+		// from its own buffer.
 		sent += c.queueEarly(gather(nil, bufs, sent, min(total-sent, queueSmall)))
 	}
 	_ = c.flush()
@@ -220,10 +222,10 @@ func (c *Conn) separate(parts [][]byte, n int) [][]byte {
 // the message again, so only small sends gain from it.
 const appendMax = 8 << 10
 
-// appendData, in transport mode, appends the n bytes in c.parts to the
-// last Data message when none of it is on the wire yet (seed 000 §4.2): a
-// send that finds the socket busy joins the queued message instead of
-// adding a header and an FPDU of its own.
+// appendData, in transport mode, appends the n bytes in c.parts to the last
+// Data message when none of it is on the wire yet ("Sockets Direct Protocol
+// for Hybrid Network Stacks", §4.2): a send that finds the socket busy joins
+// the queued message instead of adding a header and an FPDU of its own.
 func (c *Conn) appendData(n int) bool {
 	if c.fc != FlowTransport || c.lastDataLen == 0 || c.qp.TxPending() == 0 || c.txFlags != 0 || c.lastUrgent {
 		return false
@@ -395,11 +397,13 @@ func (c *Conn) Background(limit time.Duration) {
 
 // bgWork reports work that must not wait for the application's next call:
 // early or corked bytes, bytes the kernel could not take, in nic mode data
-// held for ring space (seed 001 §4's asynchronous flush; rdma mode leaves it
-// to the application's next call unless that was a shutdown), and a DisConn
-// that waits for a credit: the peer's end of stream must not depend on
-// another call (a program that shut down its side after reading the peer's
-// end makes none, and TCP's FIN goes anyway).
+// held for ring space (the asynchronous flush of Balaji, Bhagvat, Panda,
+// Thakur and Gropp, "Advanced Flow-control Mechanisms for the Sockets Direct
+// Protocol over InfiniBand", §4; rdma mode leaves it to the application's
+// next call unless that was a shutdown), and a DisConn that waits for a
+// credit: the peer's end of stream must not depend on another call (a program
+// that shut down its side after reading the peer's end makes none, and TCP's
+// FIN goes anyway).
 func (c *Conn) bgWork() bool {
 	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) ||
 		(c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut)) || (c.wrShut && !c.disSent && c.st == stEstablished)

@@ -7,7 +7,18 @@ import (
 	"time"
 )
 
-// The alternatives of the seed papers stay selectable (DESIGN decision 8).
+// The alternatives of the papers libsdp's design comes from stay selectable,
+// so that their results can be reproduced (README.md, "Choosing the modes"):
+//
+//   - Balaji, Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
+//     Network Stacks: A Case Study with iWARP over 10G Ethernet": integrated
+//     buffering (§4.1), coalescing by appending to a queued message (§4.2),
+//     no SDP-level flow control (§4.3);
+//   - Balaji, Bhagvat, Panda, Thakur and Gropp, "Advanced Flow-control
+//     Mechanisms for the Sockets Direct Protocol over InfiniBand" (ICPP
+//     2007): RDMA-based (§3) and NIC-assisted (§4) flow control;
+//   - Majumder, Rixner and Pai, "An Event-driven Architecture for MPI
+//     Libraries": an event-driven progress engine (§3).
 
 // FlowControl says how a sender knows the receiver has room.
 type FlowControl uint8
@@ -17,18 +28,20 @@ const (
 	// FlowCredit: N receive buffers of S bytes; one message uses one
 	// buffer; credits come back in Bufs once half are emptied.
 	FlowCredit FlowControl = iota
-	// FlowRDMA (seed 001 §3): the sender manages one receive ring of N·S
-	// bytes, packs data into it by RDMA Write followed by Immediate Data,
-	// and coalesces into its own send buffer when the ring is full. Held
-	// data goes out only when a later call of the application runs.
+	// FlowRDMA ("Advanced Flow-control Mechanisms", §3): the sender manages
+	// one receive ring of N·S bytes, packs data into it by RDMA Write
+	// followed by Immediate Data, and coalesces into its own send buffer when
+	// the ring is full. Held data goes out only when a later call of the
+	// application runs.
 	FlowRDMA
-	// FlowNIC (seed 001 §4): FlowRDMA with messages no larger than the
-	// virtual window S, and held data flushed asynchronously by a
-	// goroutine as soon as ring space comes back.
+	// FlowNIC ("Advanced Flow-control Mechanisms", §4): FlowRDMA with
+	// messages no larger than the virtual window S, and held data flushed
+	// asynchronously by a goroutine as soon as ring space comes back.
 	FlowNIC
-	// FlowTransport (seed 000 §4.3): no SDP-level flow control; TCP's
-	// window stops a sender that outruns its receiver, and a send that
-	// finds the previous message still queued appends to it.
+	// FlowTransport ("Sockets Direct Protocol for Hybrid Network Stacks",
+	// §4.3): no SDP-level flow control; TCP's window stops a sender that
+	// outruns its receiver, and a send that finds the previous message still
+	// queued appends to it.
 	FlowTransport
 	numFlowControls
 )
@@ -46,7 +59,7 @@ func (f FlowControl) String() string {
 func (f FlowControl) ring() bool { return f == FlowRDMA || f == FlowNIC }
 
 // Buffering says how many user-space copies a buffer-copy send and receive
-// make (seed 000 §4.1).
+// make ("Sockets Direct Protocol for Hybrid Network Stacks", §4.1).
 type Buffering uint8
 
 // Buffering modes.
@@ -77,10 +90,10 @@ const (
 	// ProgressInline: only the application's calls (and a short-lived
 	// flush of bytes the kernel could not take) move data.
 	ProgressInline Progress = iota
-	// ProgressAsync (seed 003): an event-driven goroutine per connection
-	// drains the socket, returns credits, flushes held data and answers
-	// RDMA Reads while the application computes. Sends with room still go
-	// out from the caller's thread.
+	// ProgressAsync ("An Event-driven Architecture for MPI Libraries"): an
+	// event-driven goroutine per connection drains the socket, returns
+	// credits, flushes held data and answers RDMA Reads while the application
+	// computes. Sends with room still go out from the caller's thread.
 	ProgressAsync
 )
 

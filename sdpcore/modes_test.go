@@ -260,8 +260,10 @@ func oneWay(t *testing.T, s, r *Conn, n int) {
 }
 
 // TestTransportAppendsToQueuedMessage: with transport flow control, small
-// sends that find the previous message still queued (the socket is full)
-// join it instead of becoming messages of their own (seed 000 §4.2).
+// sends that find the previous message still queued (the socket is full) join
+// it instead of becoming messages of their own (Balaji, Bhagvat, Thakur and
+// Panda, "Sockets Direct Protocol for Hybrid Network Stacks: A Case Study
+// with iWARP over 10G Ethernet", §4.2).
 func TestTransportAppendsToQueuedMessage(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.FlowControl = FlowTransport

@@ -6,15 +6,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Asynchronous progress (SDP_PROGRESS=async, seed 003): one goroutine per
-// connection waits for the socket's events and handles them at once:
-// arriving messages are taken into the connection's buffers (so credits and
-// ring space go back to the peer while the application computes), held
-// and queued data is flushed when the peer makes room, and RDMA Read
-// Requests are answered by the QP as they are parsed. The application's
-// own calls still do everything they can themselves: a send with room is
-// written by the caller's thread (DESIGN decision 9), and a receive with
-// data buffered returns without waking anything.
+// Asynchronous progress (SDP_PROGRESS=async, after Majumder, Rixner and Pai,
+// "An Event-driven Architecture for MPI Libraries", §3): one goroutine per
+// connection waits for the socket's events and handles them at once: arriving
+// messages are taken into the connection's buffers (so credits and ring space
+// go back to the peer while the application computes), held and queued data
+// is flushed when the peer makes room, and RDMA Read Requests are answered by
+// the QP as they are parsed. The application's own calls still do everything
+// they can themselves: a send with room is written by the caller's thread
+// (fast paths stay there), and a receive with data buffered returns without
+// waking anything.
 
 // idleWait bounds one wait of the progress goroutine, so that it notices a
 // closed or failed connection without being woken.

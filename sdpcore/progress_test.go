@@ -9,14 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestStalledProgress reproduces the communication-progress case of seed
-// 001 §3.2: a 64 KiB receive ring, and a sender that makes 64 sends of
-// 2 KiB and then computes (makes no call). Half of the data fits the ring;
-// the rest is held in the sender's buffer. The receiver reads the first
-// half, which gives the ring back to the sender, and then waits for more.
-// With rdma flow control and inline progress the held half stays where it
-// is until the sender's next call; nic flow control (asynchronous flush)
-// and asynchronous progress send it while the sender computes.
+// TestStalledProgress reproduces the communication-progress case of Balaji,
+// Bhagvat, Panda, Thakur and Gropp, "Advanced Flow-control Mechanisms for the
+// Sockets Direct Protocol over InfiniBand", §3.2: a 64 KiB receive ring, and
+// a sender that makes 64 sends of 2 KiB and then computes (makes no call).
+// Half of the data fits the ring; the rest is held in the sender's buffer.
+// The receiver reads the first half, which gives the ring back to the sender,
+// and then waits for more. With rdma flow control and inline progress the
+// held half stays where it is until the sender's next call; nic flow control
+// (asynchronous flush) and asynchronous progress send it while the sender
+// computes.
 func TestStalledProgress(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

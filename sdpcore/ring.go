@@ -8,8 +8,9 @@ import (
 	"libsdp/iwarp"
 )
 
-// Sender-managed receive ring: the rdma and nic flow-control modes (seed
-// 001 §3, §4).
+// Sender-managed receive ring: the rdma and nic flow-control modes (Balaji,
+// Bhagvat, Panda, Thakur and Gropp, "Advanced Flow-control Mechanisms for the
+// Sockets Direct Protocol over InfiniBand", §3, §4).
 //
 // Each side registers one ring of RecvBufs·BufSize bytes for remote write
 // and names it to the peer: the connecting side in HelloAck, the accepting
@@ -26,8 +27,8 @@ import (
 // When the peer's ring is full, sends are copied into a bounded send buffer
 // (held) and the call returns: later sends coalesce with them and go out as
 // one large write once space comes back. In rdma mode only a later call of
-// the application sends them (the seed's stalled progress); nic mode asks
-// the engine for a background flush as soon as anything is held.
+// the application sends them (the paper's stalled progress, §3.2); nic mode
+// asks the engine for a background flush as soon as anything is held.
 
 // ringMsgMax caps one ring write: in nic mode the virtual window, the
 // peer's buffer size; in rdma mode as much as fits, up to this many bytes.

@@ -15,11 +15,11 @@ import (
 // the mark, SIOCATMARK says whether the read pointer is there, and poll
 // reports POLLPRI while the byte waits to be read.
 //
-// On the wire (SDP specification §3.4.2, BSDH flags): the Data message
-// whose last byte is the urgent byte carries OOB_PRES; the messages with
-// the bytes before it carry OOB_PEND, so the receiver knows early that
-// urgent data is on its way. The urgent byte goes in a message of its own,
-// so that no later send can be appended to it.
+// On the wire (the SDP specification's BSDH flags; docs/PROTOCOL.md §4,
+// "Urgent data"): the Data message whose last byte is the urgent byte carries
+// OOB_PRES; the messages with the bytes before it carry OOB_PEND, so the
+// receiver knows early that urgent data is on its way. The urgent byte goes
+// in a message of its own, so that no later send can be appended to it.
 //
 // The ring modes (rdma, nic) write data into the peer's ring without a
 // BSDH, so the urgent byte leaves the ring: bytes before it go by RDMA

@@ -37,8 +37,11 @@ const SendWait SendFlags = 1 << 1
 // for the whole call: the condition for RDMA-Reading into them.
 const RecvWait RecvFlags = 1 << 1
 
-// DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default, as in the SDP
-// stacks of the seed papers.
+// DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default: SDP uses zero copy
+// only for large messages (Balaji, Bhagvat, Thakur and Panda, "Sockets Direct
+// Protocol for Hybrid Network Stacks: A Case Study with iWARP over 10G
+// Ethernet", §2.1); README.md, "Performance", has the measurements behind the
+// value.
 const DefaultZCopyThreshold = 32 << 10
 
 const (

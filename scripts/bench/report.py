@@ -9,9 +9,9 @@ thirdparty.csv, preload.csv, encode-strategy.csv, *.png and summary.md.
 
 Each row of results.csv is one case (a test at one message size and computation amount in
 one configuration) with the papers' statistic (value: runs' average without the highest and
-the lowest), the median and the extremes of the runs, the CPU time of both processes, and
-what the engine reported it did (transport, modes, copies), so a configuration whose knobs
-the engine did not apply is visible as such.
+the lowest; scripts/bench/sdpbench.c lists the papers), the median and the extremes of the
+runs, the CPU time of both processes, and what the engine reported it did (transport, modes,
+copies), so a configuration whose knobs the engine did not apply is visible as such.
 """
 import csv
 import glob

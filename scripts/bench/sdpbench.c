@@ -1,6 +1,18 @@
-/* sdpbench: the papers' socket micro-benchmarks, in plain POSIX C so that the
- * same binary runs over the kernel's TCP and, unmodified, under
- * LD_PRELOAD=build/libsdp.so.
+/* sdpbench: the socket micro-benchmarks of the papers libsdp's design comes
+ * from, in plain POSIX C so that the same binary runs over the kernel's TCP
+ * and, unmodified, under LD_PRELOAD=build/libsdp.so. The papers, as cited
+ * below:
+ *   [hybrid]  Balaji, Bhagvat, Thakur, Panda: "Sockets Direct Protocol for
+ *             Hybrid Network Stacks: A Case Study with iWARP over 10G
+ *             Ethernet"
+ *   [flow]    Balaji, Bhagvat, Panda, Thakur, Gropp: "Advanced Flow-control
+ *             Mechanisms for the Sockets Direct Protocol over InfiniBand"
+ *             (ICPP 2007)
+ *   [event]   Majumder, Rixner, Pai: "An Event-driven Architecture for MPI
+ *             Libraries"
+ *   [ooo]     Balaji, Feng, Bhagvat, Panda, Thakur, Gropp: "Analyzing the
+ *             Impact of Supporting Out-of-Order Communication on In-order
+ *             Performance with iWARP"
  *
  *   sdpbench server ADDR PORT
  *       accepts one connection and serves the cases the client asks for;
@@ -9,7 +21,8 @@
  *       TEST   lat | bw | progress | wait | util
  *       SIZES  comma-separated message sizes in bytes
  *       runs=R         runs per case (default 10); the highest and the lowest
- *                      are dropped and the others averaged (seeds 000, 001, 004)
+ *                      are dropped and the others averaged ([hybrid] §5.1,
+ *                      [flow] §5, [ooo] §IV-A)
  *       iters=N        iterations per run (default 10000, scaled down for large
  *                      messages by bytes=B: at most B bytes per run, at least
  *                      miniters=M iterations)
@@ -26,14 +39,14 @@
  *   bw        unidirectional bandwidth (MB/s, 1 MB = 10^6 bytes) and messages/s:
  *             the receiver acknowledges all N messages with one byte and the
  *             sender subtracts the one-way latency of that byte; with compute,
- *             C us of computation precede each send (seed 004 Fig. 14)
+ *             C us of computation precede each send ([ooo] Fig. 14)
  *   progress  bursts of K messages each way with C us of computation after
- *             each burst on both sides (seed 001 Fig. 5): time per iteration (us)
+ *             each burst on both sides ([flow] Fig. 5): time per iteration (us)
  *   wait      the receiver computes C us, then waits in recv for the message;
- *             the time spent in recv is the wait time (seed 003 Fig. 10-11)
+ *             the time spent in recv is the wait time ([event] Fig. 10-11)
  *   util      the sender streams; a slower receiver (C us per message) samples
  *             FIONREAD before each read: bytes waiting in the receive buffers,
- *             as a share of capacity (seed 001 Fig. 6)
+ *             as a share of capacity ([flow] Fig. 6)
  * with the CPU time of both processes (getrusage) over the case.
  */
 #define _GNU_SOURCE
