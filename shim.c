@@ -57,6 +57,7 @@
 #include "shim/raw.h"
 #include "shim/uring.h"
 #include "shim/trust.h"
+#include "shim/settings.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -127,8 +128,10 @@ static inline void need_real(void)
 
 /* ---- configuration (environment, read once) ---------------------------- */
 
-enum { MODE_BOTH, MODE_SDP, MODE_TCP };
+enum { MODE_BOTH, MODE_SDP, MODE_TCP }; /* SDP_MODE's codes: the order of its words */
 
+/* The defaults hold for a call that comes before the constructor (another
+ * library's); read_config sets every field from shim/settings.h's table. */
 static struct {
 	int mode;
 	int port_offset;
@@ -140,7 +143,25 @@ static struct {
 	int log_syslog;
 	int stats;
 	int fpdu_align;
-} cfg = { MODE_BOTH, 20000, 2000, 1, 1, 512, 65536, 16, 1, 2, 0, 0, 1 };
+	int flow_control; /* asked for in the Hello; its code there */
+	long zcopy_threshold;
+	int max_conns;
+} cfg = {
+	.mode = SET_MODE_DEFAULT,
+	.port_offset = SET_PORT_OFFSET_DEFAULT,
+	.connect_timeout_ms = SET_CONNECT_TIMEOUT_DEFAULT,
+	.markers = SET_MARKERS_DEFAULT,
+	.crc = SET_CRC_DEFAULT,
+	.marker_spacing = SET_MARKER_SPACING_DEFAULT,
+	.buf_size = SET_BUF_SIZE_DEFAULT,
+	.recv_bufs = SET_RECV_BUFS_DEFAULT,
+	.log_level = SET_LOG_LEVEL_DEFAULT,
+	.stats = SET_STATS_DEFAULT,
+	.fpdu_align = SET_FPDU_ALIGN_DEFAULT,
+	.flow_control = SET_FLOW_CONTROL_DEFAULT,
+	.zcopy_threshold = SET_ZCOPY_THRESHOLD_DEFAULT,
+	.max_conns = SET_MAX_CONNECTIONS_DEFAULT,
+};
 
 static void logmsg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logmsg(int level, const char *fmt, ...)
@@ -180,32 +201,122 @@ void shim_log(int level, const char *fmt, ...)
 	logmsg(level, "%s", buf);
 }
 
-static int env_int(const char *name, int def, int min, int max)
+/* ---- settings: the table is shim/settings.h, the grammar is here --------
+ *
+ * internal/settings is the reference (its package comment has the grammar);
+ * tests/settings_test.go gives both the same inputs. Every setting is read
+ * once, when the process starts. */
+
+static int is_space(char c) /* isspace in the C locale, whatever the program sets */
 {
-	const char *s = getenv(name);
-	if (!s || !*s)
-		return def;
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || v < min || v > max) {
-		logmsg(0, "%s=%s is not a number in [%d, %d]; using %d", name, s, min, max, def);
-		return def;
-	}
-	return (int)v;
+	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-static int env_bool(const char *name, int def)
+/* word_is says whether [b, e) is word, ASCII case ignored. */
+static int word_is(const char *b, const char *e, const char *word)
 {
-	const char *s = getenv(name);
-	if (!s || !*s)
-		return def;
-	if (!strcmp(s, "1") || !strcasecmp(s, "on") || !strcasecmp(s, "yes") || !strcasecmp(s, "true"))
-		return 1;
-	if (!strcmp(s, "0") || !strcasecmp(s, "off") || !strcasecmp(s, "no") || !strcasecmp(s, "false"))
+	size_t n = strlen(word);
+	return (size_t)(e - b) == n && !strncasecmp(b, word, n);
+}
+
+static int parse_int(const struct setting *s, const char *b, const char *e, long *out)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(b, &end, 10);
+	if (end == b || end != e || errno || n < s->min || n > s->max || (s->multiple > 1 && n % s->multiple))
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static int parse_bool(const char *b, const char *e, long *out)
+{
+	static const char *const words[2][4] = { { "0", "off", "no", "false" }, { "1", "on", "yes", "true" } };
+	for (int code = 0; code < 2; code++)
+		for (int i = 0; i < 4; i++)
+			if (word_is(b, e, words[code][i])) {
+				*out = code;
+				return 0;
+			}
+	return -1;
+}
+
+static int parse_enum(const struct setting *s, const char *b, const char *e, long *out)
+{
+	int n = 0;
+	for (; n < (int)(sizeof s->values / sizeof s->values[0]) && s->values[n]; n++)
+		if (word_is(b, e, s->values[n])) {
+			*out = n;
+			return 0;
+		}
+	if (s->numeric && e - b == 1 && *b >= '0' && *b - '0' < n) {
+		*out = *b - '0';
 		return 0;
-	logmsg(0, "%s=%s is not 0 or 1; using %d", name, s, def);
-	return def;
+	}
+	return -1;
+}
+
+/* setting_parse reads v, spaces around it ignored, into its code (Int: the
+ * number, Bool: 0 or 1, Enum: the word's index); -1: it does not fit. */
+static int setting_parse(const struct setting *s, const char *v, long *out)
+{
+	while (is_space(*v))
+		v++;
+	const char *e = v + strlen(v);
+	while (e > v && is_space(e[-1]))
+		e--;
+	switch (s->kind) {
+	case SETTING_INT:
+		return parse_int(s, v, e, out);
+	case SETTING_BOOL:
+		return parse_bool(v, e, out);
+	case SETTING_ENUM:
+		return parse_enum(s, v, e, out);
+	default:
+		return -1;
+	}
+}
+
+/* setting is the code of a setting read from the environment; unset or
+ * empty, or a value that does not fit (said in the log), its default. The
+ * engine reports a bad value of a setting it reads too; the shim then says
+ * it at debug level only, for the comparison of the two. */
+static long setting(enum setting_id id)
+{
+	const struct setting *s = &settings[id];
+	const char *v = getenv(s->name);
+	long n;
+	if (!v || !*v)
+		return s->def;
+	if (setting_parse(s, v, &n) == 0)
+		return n;
+	int shared = s->readers & READ_ENGINE;
+	logmsg(shared ? 3 : 0, "%s=\"%s\" is not %s; using %s%s", s->name, v, s->grammar, s->def_text,
+	       shared ? " (shim)" : "");
+	return s->def;
+}
+
+/* setting_text is a Text or Flag setting as it is (NULL: unset). */
+static const char *setting_text(enum setting_id id)
+{
+	return getenv(settings[id].name);
+}
+
+/* log_settings writes, at debug level, what the shim read: one line
+ * "settings (shim): NAME=value ...", as internal/settings.Line writes it. */
+static void log_settings(const long v[SET_COUNT])
+{
+	char line[480];
+	size_t o = 0;
+	for (int i = 0; i < SET_COUNT && o < sizeof line; i++) {
+		const struct setting *s = &settings[i];
+		if (s->kind == SETTING_ENUM)
+			o += snprintf(line + o, sizeof line - o, "%s%s=%s", o ? " " : "", s->name, s->values[v[i]]);
+		else if (s->kind == SETTING_INT || s->kind == SETTING_BOOL)
+			o += snprintf(line + o, sizeof line - o, "%s%s=%ld", o ? " " : "", s->name, v[i]);
+	}
+	logmsg(3, "settings (shim): %s", line);
 }
 
 static void keep_open(int fd);
@@ -244,7 +355,7 @@ static void open_log_path(const char *path)
 
 static void open_log(void)
 {
-	const char *path = getenv("SDP_LOG_FILE");
+	const char *path = setting_text(SET_LOG_FILE);
 	if (path && *path)
 		open_log_path(path);
 }
@@ -265,59 +376,42 @@ int shim_keep_fd(int fd)
 
 static void read_config(void)
 {
-	const char *lv = getenv("SDP_LOG_LEVEL");
-	if (lv && *lv) {
-		static const char *names[] = { "error", "warn", "info", "debug" };
-		int found = -1;
-		for (int i = 0; i < 4; i++)
-			if (!strcasecmp(lv, names[i]))
-				found = i;
-		if (found < 0 && lv[0] >= '0' && lv[0] <= '3' && !lv[1])
-			found = lv[0] - '0';
-		if (found < 0)
-			logmsg(0, "SDP_LOG_LEVEL=%s is not error|warn|info|debug; using warn", lv);
-		else
-			cfg.log_level = found;
-	}
-	open_log();
-	const char *m = getenv("SDP_MODE");
-	if (m && *m) {
-		if (!strcasecmp(m, "both"))
-			cfg.mode = MODE_BOTH;
-		else if (!strcasecmp(m, "sdp"))
-			cfg.mode = MODE_SDP;
-		else if (!strcasecmp(m, "tcp"))
-			cfg.mode = MODE_TCP;
-		else
-			logmsg(0, "SDP_MODE=%s is not sdp|tcp|both; using both", m);
-	}
-	cfg.port_offset = env_int("SDP_PORT_OFFSET", cfg.port_offset, 1, 64511);
-	cfg.connect_timeout_ms = env_int("SDP_CONNECT_TIMEOUT", cfg.connect_timeout_ms, 1, 600000);
-	cfg.markers = env_bool("SDP_MARKERS", cfg.markers);
-	cfg.crc = env_bool("SDP_CRC", cfg.crc);
-	cfg.marker_spacing = env_int("SDP_MARKER_SPACING", cfg.marker_spacing, 64, 65532);
-	if (cfg.marker_spacing % 4) {
-		logmsg(0, "SDP_MARKER_SPACING=%d is not a multiple of 4; using 512", cfg.marker_spacing);
-		cfg.marker_spacing = 512;
-	}
-	cfg.buf_size = env_int("SDP_BUF_SIZE", cfg.buf_size, 1040, 1 << 20);
-	cfg.recv_bufs = env_int("SDP_RECV_BUFS", cfg.recv_bufs, 4, 1024);
-	cfg.stats = env_bool("SDP_STATS", 0);
-	cfg.fpdu_align = env_bool("SDP_FPDU_ALIGN", 1);
+	long v[SET_COUNT] = { 0 };
+	cfg.log_level = v[SET_LOG_LEVEL] = setting(SET_LOG_LEVEL);
+	open_log(); /* the other settings' warnings go to the log file */
+	for (int i = 0; i < SET_COUNT; i++)
+		if (i != SET_LOG_LEVEL && settings[i].kind <= SETTING_ENUM)
+			v[i] = setting(i);
+	cfg.mode = v[SET_MODE];
+	cfg.port_offset = v[SET_PORT_OFFSET];
+	cfg.connect_timeout_ms = v[SET_CONNECT_TIMEOUT];
+	cfg.markers = v[SET_MARKERS];
+	cfg.crc = v[SET_CRC];
+	cfg.marker_spacing = v[SET_MARKER_SPACING];
+	cfg.buf_size = v[SET_BUF_SIZE];
+	cfg.recv_bufs = v[SET_RECV_BUFS];
+	cfg.stats = v[SET_STATS];
+	cfg.fpdu_align = v[SET_FPDU_ALIGN];
+	cfg.flow_control = v[SET_FLOW_CONTROL];
+	cfg.zcopy_threshold = v[SET_ZCOPY_THRESHOLD];
+	cfg.max_conns = v[SET_MAX_CONNECTIONS];
+	if (cfg.log_level >= 3)
+		log_settings(v);
 	char err[200];
-	if (trust_init(getenv("SDP_TRUST_REMOTE"), err, sizeof err) < 0)
+	if (trust_init(setting_text(SET_TRUST_REMOTE), err, sizeof err) < 0)
 		logmsg(0, "%s", err);
 	trust_keep(shim_keep_fd);
-	if (getenv("SIMPLE_LIBSDP") || getenv("ALWAYS_USE_SDP")) {
+	if (setting_text(SET_SIMPLE_LIBSDP) || setting_text(SET_ALWAYS_USE_SDP)) {
 		cfg.mode = MODE_SDP; /* OFED's switches: SDP for everything, no rules */
 		return;
 	}
-	const char *conf = getenv("SDP_CONFIG_FILE");
+	const char *conf = setting_text(SET_CONFIG_FILE);
 	if (!conf || !*conf)
-		conf = getenv("LIBSDP_CONFIG_FILE");
+		conf = setting_text(SET_LIBSDP_CONFIG_FILE);
 	load_rules(conf && *conf ? conf : "/etc/libsdp.conf");
 	/* An explicit SDP_LOG_* in the environment wins over the file's log. */
-	if (getenv("SDP_LOG_FILE") && *getenv("SDP_LOG_FILE"))
+	const char *log = setting_text(SET_LOG_FILE);
+	if (log && *log)
 		open_log();
 }
 
@@ -389,6 +483,7 @@ static _Atomic unsigned n_forks; /* a socket open before a fork is shared with t
 static _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets;
 
 #define FD_MAX 65536
+_Static_assert(SET_MAX_CONNECTIONS_MAX == FD_MAX, "SDP_MAX_CONNECTIONS goes up to the table's size");
 static struct fdent *_Atomic fdtab[FD_MAX];
 static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -607,7 +702,7 @@ static pthread_mutex_t engine_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int engine_path(char *out, size_t n)
 {
-	const char *env = getenv("SDP_ENGINE");
+	const char *env = setting_text(SET_ENGINE);
 	if (env && *env) {
 		snprintf(out, n, "%s", env);
 		return 0;
@@ -1148,17 +1243,11 @@ static void put16(uint8_t *p, uint16_t v) { p[0] = v >> 8; p[1] = v; }
 static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
 
 /* hello_flow_control is the flow-control byte of the Hello (HH byte 14):
- * 0x80 | mode asked for (0 credit, 1 rdma, 2 nic, 3 transport). Unset or
- * unknown means the engine's default, credit (sdpcore.DefaultFlowControl);
- * the engine logs a bad value. */
+ * 0x80 | mode asked for (0 credit, 1 rdma, 2 nic, 3 transport: SDP_FLOW_CONTROL's
+ * codes). The engine reads the same setting and logs a bad value. */
 static uint8_t hello_flow_control(void)
 {
-	static const char *const names[] = { "credit", "rdma", "nic", "transport" };
-	const char *v = getenv("SDP_FLOW_CONTROL");
-	for (unsigned i = 0; v && i < sizeof names / sizeof names[0]; i++)
-		if (!strcasecmp(v, names[i]))
-			return 0x80 | i;
-	return 0x80;
+	return 0x80 | cfg.flow_control;
 }
 
 /* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
@@ -1345,7 +1434,7 @@ static void load_rules(const char *path)
 {
 	FILE *f = fopen(path, "re");
 	if (!f) {
-		if (errno != ENOENT || getenv("SDP_CONFIG_FILE") || getenv("LIBSDP_CONFIG_FILE"))
+		if (errno != ENOENT || setting_text(SET_CONFIG_FILE) || setting_text(SET_LIBSDP_CONFIG_FILE))
 			logmsg(0, "cannot read %s: %s; no rules apply", path, strerror(errno));
 		return;
 	}
@@ -2223,33 +2312,12 @@ static ssize_t fallback_sent(int fd, struct fdent *e, int rc, size_t done)
 	return (ssize_t)done;
 }
 
-/* zcopy_min is SDP_ZCOPY_THRESHOLD as the engine reads it (0: no zero
- * copy; sdpcore Config.FromEnv): a decimal byte count, spaces around it
- * allowed; anything else is the default, 32 KiB, and the engine says so.
- * Only calls of at least this many bytes are told that they wait, so that
- * smaller ones cost no fcntl. */
+/* zcopy_min is SDP_ZCOPY_THRESHOLD (0: no zero copy), which the engine
+ * reads too. Only calls of at least this many bytes are told that they
+ * wait, so that smaller ones cost no fcntl. */
 static size_t zcopy_min(void)
 {
-	static _Atomic long v = -1;
-	long t = atomic_load_explicit(&v, memory_order_relaxed);
-	if (t < 0) {
-		const char *s = getenv("SDP_ZCOPY_THRESHOLD");
-		t = 32 << 10;
-		if (s && *s) {
-			while (isspace((unsigned char)*s))
-				s++;
-			char *end;
-			errno = 0;
-			long n = strtol(s, &end, 10);
-			while (isspace((unsigned char)*end))
-				end++;
-			if (end != s && !*end && !errno && n >= 0)
-				t = n;
-		}
-		atomic_store_explicit(&v, t, memory_order_relaxed);
-		logmsg(3, "zcopy_threshold=%ld (SDP_ZCOPY_THRESHOLD, as the shim reads it)", t);
-	}
-	return (size_t)t;
+	return (size_t)cfg.zcopy_threshold;
 }
 
 /* call_waits says whether a data call of len bytes may block in the
@@ -2903,12 +2971,7 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
  * the reason resource-limit, where a rule allows TCP. */
 static int over_conn_cap(void)
 {
-	static _Atomic int cap = -1;
-	int c = atomic_load(&cap);
-	if (c < 0) {
-		c = env_int("SDP_MAX_CONNECTIONS", 0, 0, FD_MAX);
-		atomic_store(&cap, c);
-	}
+	int c = cfg.max_conns;
 	if (c == 0)
 		return 0;
 	int n = 0;

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"libsdp/internal/settings"
 	"libsdp/sdpcore"
 )
 
@@ -115,7 +116,8 @@ func initEngine(c engineConfig) {
 	coreCfg.Unaligned = c.unaligned
 	// The modes are the engine's alone (the shim only puts the flow
 	// control it asks for into Hello, and reads SDP_FLOW_CONTROL itself).
-	coreCfg.FromEnv(os.Getenv, func(err error) { logf(levelError, "%v", err) })
+	read := coreCfg.FromEnv(os.Getenv, func(err error) { logf(levelError, "%v", err) })
+	logf(levelDebug, "settings (engine): %s", settings.Line(read)) // tests/TestSettingsAgree reads it
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
 	startStatsPublisher()

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"libsdp/internal/settings"
 )
 
 // A test-only fault: SDP_TEST_PANIC=<op>:<n> makes the n-th call of op on a
@@ -36,7 +38,7 @@ var (
 )
 
 func init() {
-	spec := os.Getenv("SDP_TEST_PANIC")
+	spec := os.Getenv(settings.TestPanic.Name)
 	if spec == "" {
 		return
 	}

@@ -1,10 +1,10 @@
 package sdpcore
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"libsdp/internal/settings"
 )
 
 // The alternatives of the papers libsdp's design comes from stay selectable,
@@ -46,11 +46,10 @@ const (
 	numFlowControls
 )
 
-var flowNames = [...]string{"credit", "rdma", "nic", "transport"}
-
+// The modes' codes are their words' indices in the settings table.
 func (f FlowControl) String() string {
-	if int(f) < len(flowNames) {
-		return flowNames[f]
+	if f < numFlowControls {
+		return settings.FlowControl.Values[f]
 	}
 	return "FlowControl(" + strconv.Itoa(int(f)) + ")"
 }
@@ -77,9 +76,9 @@ const (
 
 func (b Buffering) String() string {
 	if b == BufSeparate {
-		return "separate"
+		return settings.Buffering.Values[BufSeparate]
 	}
-	return "integrated"
+	return settings.Buffering.Values[BufIntegrated]
 }
 
 // Progress says who moves data when the application is not in a call.
@@ -99,83 +98,29 @@ const (
 
 func (p Progress) String() string {
 	if p == ProgressAsync {
-		return "async"
+		return settings.Progress.Values[ProgressAsync]
 	}
-	return "inline"
+	return settings.Progress.Values[ProgressInline]
 }
 
-// ParseFlowControl parses an SDP_FLOW_CONTROL value.
-func ParseFlowControl(s string) (FlowControl, error) {
-	for i, n := range flowNames {
-		if strings.EqualFold(s, n) { // as the shim's strcasecmp
-			return FlowControl(i), nil
+// FromEnv sets the settings the engine reads itself
+// (settings.ReadBy(settings.Engine)) as getenv reports them, and returns
+// them as read, for the engine's settings line. A bad value is the table's
+// default, reported through warn.
+func (c *Config) FromEnv(getenv func(string) string, warn func(error)) []settings.Value {
+	var vs []settings.Value
+	read := func(s *settings.Setting) int64 {
+		n, err := s.Get(getenv)
+		if err != nil {
+			warn(err)
 		}
+		vs = append(vs, settings.Value{Setting: s, Code: n})
+		return n
 	}
-	return 0, fmt.Errorf("SDP_FLOW_CONTROL=%q: want credit, rdma, nic or transport", s)
-}
-
-// ParseBuffering parses an SDP_BUFFERING value.
-func ParseBuffering(s string) (Buffering, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "integrated":
-		return BufIntegrated, nil
-	case "separate":
-		return BufSeparate, nil
-	}
-	return 0, fmt.Errorf("SDP_BUFFERING=%q: want separate or integrated", s)
-}
-
-// ParseProgress parses an SDP_PROGRESS value.
-func ParseProgress(s string) (Progress, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "inline":
-		return ProgressInline, nil
-	case "async":
-		return ProgressAsync, nil
-	}
-	return 0, fmt.Errorf("SDP_PROGRESS=%q: want inline or async", s)
-}
-
-// FromEnv sets the modes from the environment variables SDP_FLOW_CONTROL,
-// SDP_BUFFERING, SDP_PROGRESS, SDP_ZCOPY_THRESHOLD and SDP_HANDSHAKE_TIMEOUT as getenv
-// reports them. A bad value
-// leaves the default and is reported through warn.
-func (c *Config) FromEnv(getenv func(string) string, warn func(error)) {
-	if v := getenv("SDP_FLOW_CONTROL"); v != "" {
-		if f, err := ParseFlowControl(v); err != nil {
-			warn(fmt.Errorf("%w; using %v", err, c.FlowControl))
-		} else {
-			c.FlowControl = f
-		}
-	}
-	if v := getenv("SDP_BUFFERING"); v != "" {
-		if b, err := ParseBuffering(v); err != nil {
-			warn(fmt.Errorf("%w; using %v", err, c.Buffering))
-		} else {
-			c.Buffering = b
-		}
-	}
-	if v := getenv("SDP_ZCOPY_THRESHOLD"); v != "" {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 {
-			warn(fmt.Errorf("SDP_ZCOPY_THRESHOLD=%q: want a byte count (0: no zero copy); using %d", v, c.ZCopyThreshold))
-		} else {
-			c.ZCopyThreshold = n
-		}
-	}
-	if v := getenv("SDP_HANDSHAKE_TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || ms < 1 || ms > 3600000 {
-			warn(fmt.Errorf("SDP_HANDSHAKE_TIMEOUT=%q: want milliseconds from 1 to 3600000; using %d", v, c.HandshakeTimeout.Milliseconds()))
-		} else {
-			c.HandshakeTimeout = time.Duration(ms) * time.Millisecond
-		}
-	}
-	if v := getenv("SDP_PROGRESS"); v != "" {
-		if p, err := ParseProgress(v); err != nil {
-			warn(fmt.Errorf("%w; using %v", err, c.Progress))
-		} else {
-			c.Progress = p
-		}
-	}
+	c.HandshakeTimeout = time.Duration(read(settings.HandshakeTimeout)) * time.Millisecond
+	c.FlowControl = FlowControl(read(settings.FlowControl))
+	c.Buffering = Buffering(read(settings.Buffering))
+	c.Progress = Progress(read(settings.Progress))
+	c.ZCopyThreshold = int(read(settings.ZCopyThreshold))
+	return vs
 }

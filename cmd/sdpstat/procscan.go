@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"libsdp/internal/settings"
 	"libsdp/internal/statsfile"
 )
 
@@ -96,22 +97,17 @@ func parseHexAddr(s string) (string, int, bool) {
 }
 
 // portOffset is the process's SDP_PORT_OFFSET (environ holds NUL-separated
-// NAME=value pairs), the default when unset or out of range, as the shim
-// reads it.
+// NAME=value pairs; getenv takes the first of a name), the default when
+// unset or bad, as the shim reads it.
 func portOffset(environ []byte) int {
-	const def = 20000
+	prefix := []byte(settings.PortOffset.Name + "=")
 	for _, kv := range bytes.Split(environ, []byte{0}) {
-		v, ok := bytes.CutPrefix(kv, []byte("SDP_PORT_OFFSET="))
-		if !ok {
-			continue
+		if v, ok := bytes.CutPrefix(kv, prefix); ok {
+			n, _ := settings.PortOffset.Parse(string(v)) // the shim reports a bad value
+			return int(n)
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(v)))
-		if err != nil || n < 1 || n > 64511 {
-			return def
-		}
-		return n
 	}
-	return def
+	return int(settings.PortOffset.Def())
 }
 
 // sdpPortOf maps an application port to its SDP port (the shim's sdp_port).

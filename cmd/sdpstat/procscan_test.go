@@ -53,6 +53,8 @@ func TestPortOffset(t *testing.T) {
 	assert.Equal(t, 20000, portOffset([]byte("SDP_PORT_OFFSET=0\x00")), "out of range: the default, as the shim does")
 	assert.Equal(t, 20000, portOffset([]byte("SDP_PORT_OFFSET=x\x00")))
 	assert.Equal(t, 20000, portOffset([]byte("XSDP_PORT_OFFSET=5\x00")))
+	assert.Equal(t, 10, portOffset([]byte("SDP_PORT_OFFSET= 10 \x00")), "spaces around it, as the shim reads it")
+	assert.Equal(t, 7, portOffset([]byte("SDP_PORT_OFFSET=7\x00SDP_PORT_OFFSET=9\x00")), "the first, as getenv")
 }
 
 func TestSdpPortOf(t *testing.T) {
