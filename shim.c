@@ -2755,39 +2755,29 @@ EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
-EXPORT int listen(int fd, int backlog)
+/* listen_twin gives fd, a TCP listener the shim has as a candidate (e),
+ * its SDP twin on S(P), unless a rule or the process says TCP. */
+static void listen_twin(int fd, struct fdent *e, int backlog)
 {
-	need_real();
-	int r = real.listen(fd, backlog);
-	struct fdent *e = ours(fd);
-	if (r != 0 || !e)
-		return r;
-	int k = atomic_load(&e->kind);
-	if (k == K_LISTEN) {
-		real.listen(e->hidden, twin_backlog(backlog));
-		return r;
-	}
-	if (k != K_CAND)
-		return r;
 	struct sockaddr_storage a;
 	socklen_t al = sizeof a;
 	if (real.getsockname(fd, (struct sockaddr *)&a, &al) < 0)
-		return r;
+		return;
 	int port = sa_port((struct sockaddr *)&a);
 	int mode = rule_mode(ROLE_SERVER, (struct sockaddr *)&a);
 	if (mode == MODE_TCP) {
 		atomic_store(&e->kind, K_TCP);
 		e->reason = SDP_REASON_RULE;
-		return r;
+		return;
 	}
 	if (!engine_usable()) {
 		atomic_store(&e->kind, K_TCP);
 		e->reason = SDP_REASON_AFTER_FORK;
-		return r;
+		return;
 	}
 	int h = real.socket(e->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (h < 0)
-		return r;
+		return;
 	int one = 1, rp = 0;
 	socklen_t rpl = sizeof rp;
 	/* The twin always reuses S(P): a restarted server finds it in
@@ -2818,7 +2808,7 @@ EXPORT int listen(int fd, int backlog)
 		real.close(h);
 		atomic_store(&e->kind, K_TCP);
 		e->reason = SDP_REASON_SDP_PORT;
-		return r;
+		return;
 	}
 	h = move_high(h);
 	hold_engine();
@@ -2828,7 +2818,65 @@ EXPORT int listen(int fd, int backlog)
 	shim_hidden(h);
 	atomic_store(&e->kind, K_LISTEN);
 	logmsg(2, "fd %d listening on port %d, SDP on port %d", fd, port, sdp_port(port));
+}
+
+EXPORT int listen(int fd, int backlog)
+{
+	need_real();
+	int r = real.listen(fd, backlog);
+	struct fdent *e = ours(fd);
+	if (r != 0 || !e)
+		return r;
+	int k = atomic_load(&e->kind);
+	if (k == K_LISTEN)
+		real.listen(e->hidden, twin_backlog(backlog));
+	else if (k == K_CAND)
+		listen_twin(fd, e, backlog);
 	return r;
+}
+
+/* adopt_listener gives a TCP listener the shim did not see made (inherited
+ * through socket activation, passed by another process) its SDP twin, as
+ * listen() would have: SDP clients are then served there instead of
+ * finding S(P) closed. how says where it came from. */
+static void adopt_listener(int fd, const char *how)
+{
+	int acc = 0, type = 0, proto = 0, dom = 0;
+	socklen_t l = sizeof acc;
+	if (ours(fd) || real.getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)
+		return;
+	l = sizeof type;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM)
+		return;
+	l = sizeof proto;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l) < 0 || proto != IPPROTO_TCP)
+		return;
+	l = sizeof dom;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || (dom != AF_INET && dom != AF_INET6))
+		return;
+	if (cfg.mode == MODE_TCP && !n_rules)
+		return;
+	struct fdent *e = entry_new(fd, K_CAND, dom);
+	if (!e)
+		return;
+	struct sockaddr_storage a;
+	socklen_t al = sizeof a;
+	int backlog = real.getsockname(fd, (struct sockaddr *)&a, &al) == 0 ? listener_backlog((struct sockaddr *)&a) : -1;
+	logmsg(2, "fd %d: a listener %s", fd, how);
+	listen_twin(fd, e, backlog >= 0 ? backlog : SOMAXCONN);
+}
+
+/* adopt_activated adopts the listeners a socket activator passed (the
+ * LISTEN_FDS protocol of systemd: descriptors 3 to 3 + LISTEN_FDS - 1, for
+ * the process LISTEN_PID names). */
+static void adopt_activated(void)
+{
+	const char *n = getenv("LISTEN_FDS"), *pid = getenv("LISTEN_PID");
+	if (!n || !*n || (pid && *pid && strtol(pid, NULL, 10) != getpid()))
+		return;
+	long count = strtol(n, NULL, 10);
+	for (long i = 0; i < count && i < 1024; i++)
+		adopt_listener(3 + (int)i, "inherited from a socket activator (LISTEN_FDS)");
 }
 
 static void accepted_closed(int c, struct fdent *l, int err);
@@ -5092,8 +5140,12 @@ static int pass_take(int fd)
 	if (pass_name(path, sizeof path, fd) < 0)
 		return 0;
 	int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (rfd < 0)
-		return 0; /* a plain socket, or one its sender did not know */
+	if (rfd < 0) {
+		/* a plain socket, or one its sender did not know; a listener
+		 * serves SDP here (its sender's twin was closed when it went) */
+		adopt_listener(fd, "passed from another process");
+		return 0;
+	}
 	struct stat st;
 	ssize_t n = fstat(rfd, &st) == 0 && st.st_uid == geteuid() ? real.read(rfd, rec, sizeof rec - 1) : -1;
 	real.close(rfd);
@@ -5281,6 +5333,7 @@ __attribute__((constructor)) static void shim_init(void)
 	cfg.log_fd = 2;
 	read_config();
 	adopt_inherited();
+	adopt_activated();
 	pthread_atfork(count_fork, NULL, child_after_fork);
 }
 

@@ -478,3 +478,28 @@ int trust_peer(const struct sockaddr *dst, int sdp_port, unsigned uid)
 		return -1;
 	return l.uid == uid;
 }
+
+int listener_backlog(const struct sockaddr *local)
+{
+	uint8_t ip[16];
+	int v4 = addr16(local, ip);
+	static const uint8_t any[16];
+	if (!memcmp(ip + (v4 ? 12 : 0), any, v4 ? 4 : 16)) {
+		/* bound to every address: ask for it on loopback */
+		memset(ip, 0, 16);
+		if (v4) {
+			ip[10] = ip[11] = 0xff;
+			ip[12] = 127, ip[15] = 1;
+		} else {
+			ip[15] = 1;
+		}
+	}
+	int port = ntohs(local->sa_family == AF_INET ? ((const struct sockaddr_in *)local)->sin_port
+						      : ((const struct sockaddr_in6 *)local)->sin6_port);
+	pthread_mutex_lock(&diag_mu);
+	int s = diag_get();
+	struct listener l;
+	int r = s < 0 ? -1 : who_listens(s, ip, v4, &port, 1, &l);
+	pthread_mutex_unlock(&diag_mu);
+	return r < 0 || !l.found ? -1 : (int)l.backlog;
+}

@@ -48,4 +48,9 @@ void trust_keep(int (*keep)(int fd));
  * the application's listener in the way trust_check looks for. */
 int twin_backlog(int backlog);
 
+/* listener_backlog is the backlog the kernel keeps for the listener bound
+ * to local (getsockname's address), or -1: what an SDP twin is made
+ * beside for a listener the shim did not see listen(). */
+int listener_backlog(const struct sockaddr *local);
+
 #endif

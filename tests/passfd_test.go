@@ -207,9 +207,10 @@ os.waitpid(pid, 0)
 print("SERVED", n, flush=True)
 `
 
-// TestHandoffListener: a listener handed to another process (SCM_RIGHTS) would accept there on
-// its port, but never on its SDP port, where clients would wait: the sender closes the SDP
-// port, and the clients go to TCP at once (refused), every byte right.
+// TestHandoffListener: a listener handed to another process (SCM_RIGHTS), as a seamless reload
+// does, serves SDP clients there: the sender closes its SDP port as the listener goes, and the
+// receiving process opens it again for the listener it got, so every client is served over SDP,
+// every byte right, and none waits.
 func TestHandoffListener(t *testing.T) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
@@ -249,7 +250,7 @@ func TestHandoffListener(t *testing.T) {
 	ls, err := listeningPorts()
 	require.NoError(t, err)
 	assert.True(t, ls[port])
-	assert.False(t, ls[sdpPort(port)], "the SDP port is closed once the listener is passed")
+	assert.True(t, ls[sdpPort(port)], "the SDP port is open again in the process the listener went to")
 
 	cli := exec.CommandContext(ctx, python, "-c", handoffClientPy, strconv.Itoa(port), "3")
 	cli.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
@@ -263,10 +264,90 @@ func TestHandoffListener(t *testing.T) {
 	}
 	require.NoError(t, p.err, "%s", tail(out))
 	st := readStats(t, dir, "client")
-	assert.EqualValues(t, 3, st.n(t, "tcp_conns"))
+	assert.EqualValues(t, 3, st.n(t, "sdp_conns"))
+	assert.Zero(t, st.n(t, "tcp_conns"))
 	logs := logText(t, dir, "client")
 	assert.NotContains(t, logs, "reason=timeout", "no client waits for a time-out")
-	assert.Contains(t, logText(t, dir, "server"), "a listener passed to another process")
+	server := logText(t, dir, "server")
+	assert.Contains(t, server, "a listener passed to another process")
+	assert.Contains(t, server, "a listener passed from another process")
+}
+
+// socketActivatorPy is a socket activator that does not load libsdp (as systemd and
+// systemd-socket-activate): it listens on 127.0.0.1:argv[1], then forks and execs a server with
+// the listener as descriptor 3 and LISTEN_FDS=1, LISTEN_PID set (systemd's protocol), its
+// environment's ACTIVATED_PRELOAD as the server's LD_PRELOAD. The server echoes argv[2]
+// connections in upper case.
+const socketActivatorPy = `
+import os, socket, sys
+port, n = sys.argv[1], sys.argv[2]
+s = socket.socket()
+s.bind(("127.0.0.1", int(port)))
+s.listen(8)
+server = """
+import socket, sys
+s = socket.socket(fileno=3)
+for _ in range(int(sys.argv[1])):
+    c, _ = s.accept()
+    c.settimeout(20)
+    c.sendall(c.recv(100).upper())
+    c.close()
+print("SERVED", flush=True)
+"""
+pid = os.fork()
+if pid == 0:
+    if s.fileno() == 3:
+        os.set_inheritable(3, True)
+    else:
+        os.dup2(s.fileno(), 3)
+    env = dict(os.environ, LISTEN_FDS="1", LISTEN_PID=str(os.getpid()), LD_PRELOAD=os.environ["ACTIVATED_PRELOAD"])
+    os.execve(sys.executable, [sys.executable, "-c", server, n], env)
+s.close()
+_, st = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(st))
+`
+
+// TestSocketActivation: a preloaded server that inherits its listener from an activator that
+// does not load libsdp (systemd's LISTEN_FDS) serves SDP on it: the SDP port opens as the
+// server starts, and the preloaded clients are served over SDP, every byte right.
+func TestSocketActivation(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	cmd := exec.CommandContext(ctx, python, "-c", socketActivatorPy, strconv.Itoa(port), "3")
+	cmd.Env = append(cleanEnv(), "ACTIVATED_PRELOAD="+shim, "SDP_STATS=1", "SDP_LOG_LEVEL=info",
+		"SDP_LOG_FILE="+filepath.Join(dir, "server.%p.log"))
+	cmd.WaitDelay = 10 * time.Second
+	out := filepath.Join(dir, "server.out")
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: "socket-activated server", cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	p.waitListening(ctx, t, port, sdpPort(port))
+	for i := 0; i < 3; i++ {
+		name := "client" + strconv.Itoa(i)
+		cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
+		cli.Env = sdpEnv(shim, filepath.Join(dir, name+".%p.log"))
+		got, err := cli.CombinedOutput()
+		require.NoError(t, err, "client %d: %s", i, got)
+		assert.Equal(t, "HELLO\n", string(got), "client %d", i)
+		assert.EqualValues(t, 1, readStats(t, dir, name).n(t, "sdp_conns"), "client %d over SDP", i)
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(out))
+	assert.Contains(t, logText(t, dir, "server"), "inherited from a socket activator")
 }
 
 // activatorPy listens on 127.0.0.1:argv[1] and, once a client knocks (the listener readable),
