@@ -21,6 +21,8 @@ declare -A need=(
 	[sha256sum]=coreutils
 	[gcc]=gcc
 	[/usr/include/stdio.h]=libc6-dev
+	# tests/c/uring_lib.c: io_uring through liburing's shared library
+	[/usr/include/liburing.h]=liburing-dev
 	[make]=make
 	[ss]=iproute2
 	[debconf-set-selections]=debconf

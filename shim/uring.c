@@ -213,12 +213,13 @@ static int moves_bytes(int op)
 	return 0;
 }
 
-/* take looks at one entry about to be submitted to r. */
-static void take(const struct ring *r, struct io_uring_sqe *sqe)
+/* uring_take looks at one entry about to be submitted to ring (a raw
+ * ring's here, a liburing ring's from shim/liburing.c). */
+void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe)
 {
 	int op = sqe->opcode;
 	if (op == IORING_OP_ASYNC_CANCEL || op == IORING_OP_POLL_REMOVE) {
-		uring_cancel_take(r->fd, sqe);
+		uring_cancel_take(ring, sqe);
 		return;
 	}
 	if (sqe->flags & IOSQE_FIXED_FILE)
@@ -234,7 +235,7 @@ static void take(const struct ring *r, struct io_uring_sqe *sqe)
 	if (op == IORING_OP_CLOSE)
 		take_close(sqe);
 	else if (k == SHIM_FD_SDP && moves_bytes(op))
-		uring_op_take(r->fd, sqe, r->skip_ok);
+		uring_op_take(ring, sqe, skip_ok);
 	else if (k == SHIM_FD_LISTEN && op == IORING_OP_ACCEPT)
 		shim_listener_tcp_only(sqe->fd);
 }
@@ -261,7 +262,7 @@ static void ring_submitting(int fd, unsigned to_submit)
 			if ((size_t)idx * r->sqe_size >= r->sqes_len)
 				continue;
 			struct io_uring_sqe *sqe = (struct io_uring_sqe *)((char *)r->sqes + (size_t)idx * r->sqe_size);
-			take(r, sqe);
+			uring_take(r->fd, r->skip_ok, sqe);
 		}
 	}
 	pthread_mutex_unlock(&rings_mu);

@@ -15,6 +15,7 @@ long shim_syscall7(long n, long a, long b, long c, long d, long e, long f);
  * down an SDP connection is carried out by the shim (1: sqe rewritten);
  * skip_ok: the ring knows IOSQE_CQE_SKIP_SUCCESS. */
 struct io_uring_sqe;
+void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe);
 void uring_to_nop(struct io_uring_sqe *sqe, int res);
 int uring_op_take(int ring, struct io_uring_sqe *sqe, int skip_ok);
 /* An ASYNC_CANCEL or POLL_REMOVE of an operation the shim carries: 1 when

@@ -51,3 +51,44 @@ func TestURing(t *testing.T) {
 		})
 	}
 }
+
+// TestLiburing: the same through liburing's shared library, which enters the kernel with
+// system call instructions of its own (tests/c/uring_lib.c: an epoll registration, receives
+// that wait or not, sends, writes, a poll, a cancel, shutdown and close through the ring), on a
+// ring entered by the program and on one a kernel thread polls (IORING_SETUP_SQPOLL): line for
+// line what the program sees over TCP, in every mode, with both ends over SDP. Before the shim
+// took liburing's rings, the first receive read the MPA Reply.
+func TestLiburing(t *testing.T) {
+	shim, ctx := setup(t)
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "uring_lib")
+	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-D_GNU_SOURCE", "-o", bin,
+		filepath.Join(root, "tests", "c", "uring_lib.c"), "-luring").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	run := func(env []string, ring string) string {
+		cmd := exec.CommandContext(ctx, bin, strconv.Itoa(freePort(t)), ring)
+		cmd.Env = env
+		b, err := cmd.Output()
+		require.NoError(t, err, "%s", b)
+		require.True(t, strings.HasSuffix(string(b), "end\n"), "did not finish:\n%s", b)
+		return string(b)
+	}
+	for _, ring := range []string{"entered", "sqpoll"} {
+		plain := run(cleanEnv(), ring)
+		require.Contains(t, plain, "recv: 5 'hello'\n", "the kernel's own run")
+		for _, m := range edgeModes {
+			t.Run(ring+"/"+m.name, func(t *testing.T) {
+				dir := t.TempDir()
+				dumpLogsOnFailure(t, dir)
+				env := sdpEnv(shim, filepath.Join(dir, "uring.%p.log"))
+				if m.env != "" {
+					env = append(env, strings.Fields(m.env)...)
+				}
+				assert.Equal(t, plain, run(env, ring))
+				assert.EqualValues(t, 2, readStats(t, dir, "uring").n(t, "sdp_conns"), "both ends over SDP")
+			})
+		}
+	}
+}
