@@ -15,10 +15,14 @@
  * cancellations of those; SYS_close goes to close(). Every other call goes
  * to libc's syscall() unchanged.
  *
- * Not covered: rings polled by a kernel thread (IORING_SETUP_SQPOLL, which
- * consume entries without io_uring_enter), rings in memory the application
- * provides (IORING_SETUP_NO_MMAP), registered (fixed) descriptors, and
- * system calls made without libc at all. */
+ * A ring the application asks a kernel thread to poll (IORING_SETUP_SQPOLL,
+ * which would take entries without io_uring_enter) is set up without the
+ * thread: its submission flags always ask for io_uring_enter
+ * (IORING_SQ_NEED_WAKEUP), which submits every published entry.
+ *
+ * Not covered: rings in memory the application provides
+ * (IORING_SETUP_NO_MMAP), registered (fixed) descriptors, and system calls
+ * made without libc at all (liburing's: shim/liburing.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/io_uring.h>
@@ -77,6 +81,7 @@ static struct ring {
 	struct io_sqring_offsets off;
 	int no_array;         /* IORING_SETUP_NO_SQARRAY: entry i is sqes[i] */
 	int skip_ok;          /* IORING_FEAT_CQE_SKIP: entries may complete unseen */
+	int polled;           /* asked for IORING_SETUP_SQPOLL, set up without it */
 } rings[RINGS];
 static int n_rings;
 /* Recursive: an entry taken while the ring is looked at may close a
@@ -93,16 +98,13 @@ static void ring_unmap(struct ring *r)
 	r->fd = -1;
 }
 
-/* ring_seen maps a new ring's submission queue (after io_uring_setup). */
-static void ring_seen(int fd, const struct io_uring_params *p)
+/* ring_seen maps a new ring's submission queue (after io_uring_setup);
+ * polled: the application asked for a kernel thread to poll it. */
+static void ring_seen(int fd, const struct io_uring_params *p, int polled)
 {
 	if (p->flags & IORING_SETUP_NO_MMAP)
 		return;
-	if (p->flags & IORING_SETUP_SQPOLL) {
-		shim_log(3, "io_uring %d polls its submissions in the kernel: epoll registrations made on it are not seen", fd);
-		return;
-	}
-	struct ring r = { .fd = fd, .off = p->sq_off };
+	struct ring r = { .fd = fd, .off = p->sq_off, .polled = polled };
 	r.sqe_size = (p->flags & IORING_SETUP_SQE128) ? 128 : 64;
 	r.no_array = !!(p->flags & IORING_SETUP_NO_SQARRAY);
 	r.skip_ok = !!(p->features & IORING_FEAT_CQE_SKIP);
@@ -118,6 +120,14 @@ static void ring_seen(int fd, const struct io_uring_params *p)
 		shim_log(1, "io_uring %d: cannot map its submission queue (%s): epoll registrations made on it are not seen",
 			 fd, strerror(errno));
 		return;
+	}
+	if (polled) {
+		/* No kernel thread: the application's enter is asked for on every
+		 * submission (the flag stays; the kernel sets it only for SQPOLL). */
+		atomic_fetch_or_explicit((_Atomic uint32_t *)((char *)r.sq + p->sq_off.flags), IORING_SQ_NEED_WAKEUP,
+					 memory_order_release);
+		shim_log(2, "io_uring %d: set up without the kernel thread it asked to poll its submissions "
+			    "(IORING_SETUP_SQPOLL), so that the shim sees them", fd);
 	}
 	pthread_mutex_lock(&rings_mu);
 	int i;
@@ -240,11 +250,14 @@ void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe)
 		shim_listener_tcp_only(sqe->fd);
 }
 
-/* ring_submitting looks at the entries io_uring_enter is about to submit. */
-static void ring_submitting(int fd, unsigned to_submit)
+/* ring_submitting looks at the entries io_uring_enter is about to submit,
+ * and returns how many to submit: on a ring set up without the kernel
+ * thread it asked for, every published entry (such a ring's application
+ * may pass 0, the thread being the one to take them). */
+static unsigned ring_submitting(int fd, unsigned to_submit)
 {
-	if (!to_submit || !atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed))
-		return;
+	if (!atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed))
+		return to_submit;
 	pthread_mutex_lock(&rings_mu);
 	struct ring *r = NULL;
 	for (int i = 0; i < n_rings && !r; i++)
@@ -256,6 +269,8 @@ static void ring_submitting(int fd, unsigned to_submit)
 		uint32_t tail = atomic_load_explicit((_Atomic uint32_t *)(sq + r->off.tail), memory_order_acquire);
 		uint32_t mask = *(uint32_t *)(sq + r->off.ring_mask);
 		uint32_t *array = (uint32_t *)(sq + r->off.array);
+		if (r->polled)
+			to_submit = tail - head;
 		uint32_t n = tail - head < to_submit ? tail - head : to_submit;
 		for (uint32_t i = 0; i < n; i++) {
 			uint32_t idx = r->no_array ? ((head + i) & mask) : array[(head + i) & mask];
@@ -266,6 +281,7 @@ static void ring_submitting(int fd, unsigned to_submit)
 		}
 	}
 	pthread_mutex_unlock(&rings_mu);
+	return to_submit;
 }
 
 /* Like libc's, it takes six arguments whatever the call: reading the ones a
@@ -283,15 +299,25 @@ __attribute__((no_sanitize_address)) EXPORT long syscall(long n, ...)
 	case SYS_close:
 		return close((int)a[0]);
 	case SYS_io_uring_enter:
-		ring_submitting((int)a[0], (unsigned)a[1]);
+		a[1] = ring_submitting((int)a[0], (unsigned)a[1]);
 		break;
 	case SYS_io_uring_setup: {
+		/* A ring polled by a kernel thread takes entries without
+		 * io_uring_enter, where the shim sees them: it is set up
+		 * without the thread (the application sees the flags it
+		 * passed, and IORING_SQ_NEED_WAKEUP always set). */
+		struct io_uring_params *p = (struct io_uring_params *)a[1];
+		uint32_t asked = p ? p->flags : 0;
+		int polled = (asked & IORING_SETUP_SQPOLL) && !(asked & IORING_SETUP_NO_MMAP);
+		if (polled)
+			p->flags &= ~(IORING_SETUP_SQPOLL | IORING_SETUP_SQ_AFF);
 		long fd = libc_syscall()(n, a[0], a[1], a[2], a[3], a[4], a[5]);
-		if (fd >= 0 && a[1]) {
-			int saved = errno;
-			ring_seen((int)fd, (const struct io_uring_params *)a[1]);
-			errno = saved;
-		}
+		int saved = errno;
+		if (p)
+			p->flags = asked;
+		if (fd >= 0 && p)
+			ring_seen((int)fd, p, polled);
+		errno = saved;
 		return fd;
 	}
 	}

@@ -5,7 +5,7 @@
  * are compared by the test's own rule (an SDP connection's bytes cannot be
  * read past the engine: the same bytes, or an error, never other bytes).
  *
- *   uring PORT
+ *   uring PORT [sqpoll]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,7 +25,8 @@
 
 static struct {
 	int fd;
-	unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+	unsigned *sq_tail, *sq_mask, *sq_array, *sq_flags, *cq_head, *cq_tail, *cq_mask;
+	int sqpoll; /* a kernel thread takes the entries */
 	struct io_uring_sqe *sqes;
 	struct io_uring_cqe *cqes;
 } ring;
@@ -36,10 +37,15 @@ static void die(const char *what)
 	exit(1);
 }
 
-static void ring_init(void)
+static void ring_init(int sqpoll)
 {
 	struct io_uring_params p;
 	memset(&p, 0, sizeof p);
+	if (sqpoll) {
+		p.flags = IORING_SETUP_SQPOLL;
+		p.sq_thread_idle = 100;
+		ring.sqpoll = 1;
+	}
 	ring.fd = (int)syscall(SYS_io_uring_setup, 8, &p);
 	if (ring.fd < 0)
 		die("io_uring_setup");
@@ -54,10 +60,28 @@ static void ring_init(void)
 	ring.sq_tail = (unsigned *)(sq + p.sq_off.tail);
 	ring.sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
 	ring.sq_array = (unsigned *)(sq + p.sq_off.array);
+	ring.sq_flags = (unsigned *)(sq + p.sq_off.flags);
 	ring.cq_head = (unsigned *)(cq + p.cq_off.head);
 	ring.cq_tail = (unsigned *)(cq + p.cq_off.tail);
 	ring.cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
 	ring.cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+}
+
+/* enter submits what is published and waits for wait completions: on a
+ * ring a kernel thread polls, io_uring_enter only wakes the thread when it
+ * asks for it (and submits nothing itself: to_submit 0). */
+static void enter(unsigned wait)
+{
+	unsigned flags = wait ? IORING_ENTER_GETEVENTS : 0, n = 1;
+	if (ring.sqpoll) {
+		n = 0;
+		if (__atomic_load_n(ring.sq_flags, __ATOMIC_ACQUIRE) & IORING_SQ_NEED_WAKEUP)
+			flags |= IORING_ENTER_SQ_WAKEUP;
+		else if (!wait)
+			return;
+	}
+	if (syscall(SYS_io_uring_enter, ring.fd, n, wait, flags, NULL, 0) < 0 && errno != EINTR)
+		die("io_uring_enter");
 }
 
 /* submit runs one entry and returns its completion's result. */
@@ -67,11 +91,10 @@ static int submit(const struct io_uring_sqe *e)
 	ring.sqes[idx] = *e;
 	ring.sq_array[idx] = idx;
 	__atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
-	if (syscall(SYS_io_uring_enter, ring.fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0)
-		die("io_uring_enter");
+	enter(1);
+	while (*ring.cq_head == __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))
+		enter(1); /* a kernel thread may not have taken it yet */
 	unsigned head = *ring.cq_head;
-	if (head == __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))
-		die("no completion");
 	int res = ring.cqes[head & *ring.cq_mask].res;
 	__atomic_store_n(ring.cq_head, head + 1, __ATOMIC_RELEASE);
 	return res;
@@ -84,8 +107,7 @@ static void push(const struct io_uring_sqe *e)
 	ring.sqes[idx] = *e;
 	ring.sq_array[idx] = idx;
 	__atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
-	if (syscall(SYS_io_uring_enter, ring.fd, 1, 0, 0, NULL, 0) < 0)
-		die("io_uring_enter");
+	enter(0);
 }
 
 /* pending says whether no completion is there yet. */
@@ -99,8 +121,7 @@ static void reap(int n, struct io_uring_cqe *out)
 {
 	for (int i = 0; i < n; i++) {
 		while (pending())
-			if (syscall(SYS_io_uring_enter, ring.fd, 0, 1, IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR)
-				die("io_uring_enter");
+			enter(1);
 		unsigned head = *ring.cq_head;
 		out[i] = ring.cqes[head & *ring.cq_mask];
 		__atomic_store_n(ring.cq_head, head + 1, __ATOMIC_RELEASE);
@@ -175,8 +196,8 @@ static void wait_events(int ep, int ms, const char *what)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: uring PORT\n");
+	if (argc < 2) {
+		fprintf(stderr, "usage: uring PORT [sqpoll]\n");
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -186,7 +207,7 @@ int main(int argc, char **argv)
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 8) < 0)
 		die("listen");
-	ring_init();
+	ring_init(argc > 2 && !strcmp(argv[2], "sqpoll"));
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 
 	/* A listener registered through the ring reports a client. */
