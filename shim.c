@@ -797,6 +797,17 @@ static inline pid_t my_pid(void)
 	return cached_pid ? cached_pid : getpid();
 }
 
+/* shares_parents_memory: this is a child running in its parent's memory
+ * (vfork, as Python's subprocess and posix_spawn use, until it execs): the
+ * table and the engine are the parent's, whose descriptors stay open
+ * whatever the child closes or replaces, so the child leaves them alone.
+ * (A child made by a raw clone without fork's handlers is taken for one:
+ * its own copy of the table goes stale, which harms nothing.) */
+static inline int shares_parents_memory(void)
+{
+	return cached_pid && getpid() != cached_pid;
+}
+
 /* engine_usable says whether this process may use SDP: a process whose
  * parent loaded the engine inherits a Go runtime that did not survive fork. */
 static inline int engine_usable_by(pid_t me)
@@ -3351,8 +3362,10 @@ static void drain_unread(int fd, struct fdent *e)
 EXPORT int close(int fd)
 {
 	need_real();
-	uring_forget(fd); /* an io_uring the shim watches (shim/uring.c) */
 	struct fdent *e = ours(fd);
+	if ((e || uring_watched()) && shares_parents_memory())
+		return real.close(fd); /* a vfork child closing its copy (subprocess's close_fds) */
+	uring_forget(fd); /* an io_uring the shim watches (shim/uring.c) */
 	if (e) {
 		int k = atomic_load(&e->kind);
 		if ((k == K_ENGINE && engine_pid == getpid()) || k == K_HIDDEN)
@@ -3430,6 +3443,8 @@ EXPORT int dup(int oldfd)
 EXPORT int dup2(int oldfd, int newfd)
 {
 	need_real();
+	if ((ours(newfd) || ours(oldfd)) && shares_parents_memory())
+		return real.dup2(oldfd, newfd);
 	struct fdent *e = ours(newfd);
 	if (e && oldfd != newfd && real.fcntl(oldfd, F_GETFD) >= 0)
 		forget(newfd, e);
@@ -3442,6 +3457,8 @@ EXPORT int dup2(int oldfd, int newfd)
 EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	need_real();
+	if ((ours(newfd) || ours(oldfd)) && shares_parents_memory())
+		return real.dup3(oldfd, newfd, flags);
 	struct fdent *e = ours(newfd);
 	if (e && oldfd != newfd && real.fcntl(oldfd, F_GETFD) >= 0)
 		forget(newfd, e);
@@ -3454,7 +3471,7 @@ EXPORT int dup3(int oldfd, int newfd, int flags)
 static int fcntl_common(int fd, int cmd, void *arg)
 {
 	int r = real.fcntl(fd, cmd, arg);
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ours(fd))
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && ours(fd) && !shares_parents_memory())
 		dup_ours(fd, r);
 	if (cmd == F_SETFL) {
 		struct fdent *e = ours(fd);
@@ -5167,6 +5184,69 @@ static int pass_take(int fd)
 static void pass_in(const struct msghdr *msg)
 {
 	pass_fds(msg, pass_take);
+}
+
+/* ---- descriptors taken from another process (pidfd_getfd) ---------------
+ *
+ * pidfd_getfd copies a descriptor out of another process without that
+ * process knowing: nothing of the shim's state comes along. A listener
+ * serves SDP here if its SDP port is free (adopt_listener); a connection on
+ * an SDP port (the kernel says whose: the same check a client makes before
+ * it connects) has its state in the other process, so using it here fails
+ * with EIO and a log line, never reading a protocol byte. */
+
+static int app_port_of(int sdp)
+{
+	int span = 65536 - 1024;
+	return ((sdp - 1024 - cfg.port_offset) % span + span) % span + 1024;
+}
+
+/* on_sdp_port says whether a is an address on an SDP port S(P) that is P's
+ * SDP twin, by the kernel's word. */
+static int on_sdp_port(const struct sockaddr *a)
+{
+	int s = sa_port(a);
+	char detail[160];
+	unsigned uid;
+	return s > 0 && trust_check(a, app_port_of(s), s, detail, sizeof detail, &uid) == TRUST_SDP;
+}
+
+static void taken_fd(int fd)
+{
+	adopt_listener(fd, "taken from another process (pidfd_getfd)");
+	if (ours(fd))
+		return;
+	int dom = 0, type = 0;
+	socklen_t l = sizeof dom;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) < 0 || (dom != AF_INET && dom != AF_INET6))
+		return;
+	l = sizeof type;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM)
+		return;
+	struct sockaddr_storage me, peer;
+	socklen_t ml = sizeof me, pl = sizeof peer;
+	if (real.getsockname(fd, (struct sockaddr *)&me, &ml) < 0 || real.getpeername(fd, (struct sockaddr *)&peer, &pl) < 0)
+		return;
+	if (!on_sdp_port((struct sockaddr *)&me) && !on_sdp_port((struct sockaddr *)&peer))
+		return;
+	struct fdent *e = entry_new(fd, K_SDP, dom);
+	if (!e)
+		return;
+	e->engine_pid = -1; /* another process's: unusable here */
+	logmsg(0, "fd %d: an SDP connection taken from another process (pidfd_getfd): its state is in that "
+		  "process, so using it here fails with EIO; pass it over a Unix socket (SCM_RIGHTS) before its "
+		  "first use, or keep the program on TCP (SDP_MODE=tcp or a libsdp.conf rule)", fd);
+}
+
+EXPORT int pidfd_getfd(int pidfd, int targetfd, unsigned int flags)
+{
+	int fd = (int)shim_syscall7(SYS_pidfd_getfd, pidfd, targetfd, flags, 0, 0, 0);
+	if (fd >= 0) {
+		int saved = errno;
+		taken_fd(fd);
+		errno = saved;
+	}
+	return fd;
 }
 
 /* env_with_inherit returns envp without any old LIBSDP_INHERIT and with the

@@ -146,6 +146,11 @@ static void ring_seen(int fd, const struct io_uring_params *p, int polled)
 	pthread_mutex_unlock(&rings_mu);
 }
 
+int uring_watched(void)
+{
+	return atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed) != 0;
+}
+
 void uring_forget(int fd)
 {
 	if (!atomic_load_explicit((_Atomic int *)&n_rings, memory_order_relaxed))
@@ -298,6 +303,8 @@ __attribute__((no_sanitize_address)) EXPORT long syscall(long n, ...)
 	switch (n) {
 	case SYS_close:
 		return close((int)a[0]);
+	case SYS_pidfd_getfd:
+		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
 	case SYS_io_uring_enter:
 		a[1] = ring_submitting((int)a[0], (unsigned)a[1]);
 		break;

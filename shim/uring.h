@@ -8,6 +8,8 @@ int shim_knows(int fd);
 void shim_listener_tcp_only(int fd);
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void uring_forget(int fd);
+int uring_watched(void); /* any ring seen */
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags); /* shim.c's */
 int shim_keep_fd(int fd);
 long shim_syscall7(long n, long a, long b, long c, long d, long e, long f);
 

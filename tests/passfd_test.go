@@ -428,3 +428,81 @@ func TestExecWithoutLibsdp(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "SERVED")
 }
+
+// pidfdServerPy accepts one connection on 127.0.0.1:argv[1] and, before using it, runs a
+// taker: a second process that copies the connection out of this one with pidfd_getfd (through
+// libc, as ctypes finds it) and reads from its copy, printing what it got. Then the server
+// reads the client's request from its own copy and answers it in upper case.
+const pidfdServerPy = `
+import ctypes, os, socket, subprocess, sys
+taker = """
+import ctypes, errno, os, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(int(sys.argv[1]))
+fd = libc.pidfd_getfd(pidfd, int(sys.argv[2]), 0)
+if fd < 0:
+    print("TAKER pidfd_getfd", errno.errorcode[ctypes.get_errno()], flush=True)
+    sys.exit(0)
+s = socket.socket(fileno=fd)
+s.settimeout(5)
+try:
+    print("TAKER read", s.recv(100), flush=True)
+except OSError as e:
+    print("TAKER", errno.errorcode.get(e.errno, e), flush=True)
+s.close()
+"""
+l = socket.socket()
+l.bind(("127.0.0.1", int(sys.argv[1])))
+l.listen(8)
+print("LISTENING", flush=True)
+c, _ = l.accept()
+subprocess.run([sys.executable, "-c", taker, str(os.getpid()), str(c.fileno())], check=True)
+c.settimeout(20)
+c.sendall(c.recv(100).upper())
+c.close()
+print("SERVED", flush=True)
+`
+
+// TestPidfdGetfd: a connection copied out of a preloaded server by another process with
+// pidfd_getfd, which the server does not see go, is one whose SDP state stays in the server:
+// the copy's read fails at once with EIO and a log line says why, never giving a protocol byte,
+// and the server goes on serving the connection over SDP with its own copy.
+func TestPidfdGetfd(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	cmd := exec.CommandContext(ctx, python, "-c", pidfdServerPy, strconv.Itoa(port))
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
+	cmd.WaitDelay = 10 * time.Second
+	out := filepath.Join(dir, "server.out")
+	f, err := os.Create(out)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	p := &proc{name: "pidfd server", cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	p.waitListening(ctx, t, port, sdpPort(port))
+	cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
+	cli.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
+	got, err := cli.CombinedOutput()
+	require.NoError(t, err, "%s", got)
+	assert.Equal(t, "HELLO\n", string(got))
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(out))
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "TAKER EIO")
+	assert.Contains(t, string(b), "SERVED")
+	assert.Contains(t, logText(t, dir, "server"), "taken from another process (pidfd_getfd)")
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"))
+}
