@@ -251,6 +251,8 @@ void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe)
 		take_close(sqe);
 	else if (k == SHIM_FD_SDP && moves_bytes(op))
 		uring_op_take(ring, sqe, skip_ok);
+	else if (k == SHIM_FD_LISTEN && op == IORING_OP_POLL_ADD)
+		uring_op_take(ring, sqe, skip_ok); /* the shim's poll() watches its SDP port too */
 	else if (k == SHIM_FD_LISTEN && op == IORING_OP_ACCEPT)
 		shim_listener_tcp_only(sqe->fd);
 }

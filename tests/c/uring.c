@@ -344,6 +344,24 @@ int main(int argc, char **argv)
 	printf("shutdown through the ring: %s\n", res_name(submit(&x)));
 	printf("client read after shutdown %zd\n", read(c, buf, sizeof buf));
 
+	/* A listener polled through the ring wakes for a client. */
+	x = entry(IORING_OP_POLL_ADD, l, NULL, 0, 0, 16);
+	x.poll32_events = POLLIN;
+	push(&x);
+	printf("listener poll before a client: %s\n", pending() ? "pending" : "completed");
+	int c3 = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c3, (struct sockaddr *)&a, sizeof a) < 0)
+		die("connect");
+	reap(1, cq);
+	printf("listener poll after a client: %s\n", res_name(cq[0].res));
+	int s3 = accept(l, NULL, NULL);
+	if (s3 < 0 || write(c3, "third", 5) != 5)
+		die("accept");
+	read_all(s3, buf, 5);
+	printf("third connection '%.5s'\n", buf);
+	close(c3);
+	close(s3);
+
 	/* The client closed through the ring: the server reads end of stream. */
 	memset(&e, 0, sizeof e);
 	e.opcode = IORING_OP_CLOSE;
