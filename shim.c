@@ -2666,6 +2666,19 @@ void shim_listener_tcp_only(int fd)
 		listener_tcp_only(fd, e, "accepts through io_uring, where the shim cannot serve SDP");
 }
 
+/* shim_connect_tcp_only: the application connects fd through io_uring,
+ * which the kernel does to the address it names (shim/uring.c): the
+ * connection is TCP's, and the table says so, with why. */
+void shim_connect_tcp_only(int fd)
+{
+	struct fdent *e = ours(fd);
+	if (!e || atomic_load(&e->kind) != K_CAND)
+		return;
+	logmsg(2, "fd %d: connects through io_uring, where the shim cannot make an SDP connection; TCP", fd);
+	e->reason = SDP_REASON_RULE;
+	atomic_store(&e->kind, K_TCP);
+}
+
 /* peer_is_owner checks, for a connection to an SDP port the kernel vouched
  * for (e->patient), that the listener that took it belongs to P's owner: the
  * SDP port could have changed hands between trust_check and connect(). A

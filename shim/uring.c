@@ -255,6 +255,8 @@ void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe)
 		uring_op_take(ring, sqe, skip_ok); /* the shim's poll() watches its SDP port too */
 	else if (k == SHIM_FD_LISTEN && op == IORING_OP_ACCEPT)
 		shim_listener_tcp_only(sqe->fd);
+	else if (k == SHIM_FD_OTHER && op == IORING_OP_CONNECT)
+		shim_connect_tcp_only(sqe->fd);
 }
 
 /* ring_submitting looks at the entries io_uring_enter is about to submit,

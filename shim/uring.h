@@ -6,6 +6,7 @@ enum { SHIM_FD_OTHER = 1, SHIM_FD_SDP = 2, SHIM_FD_LISTEN = 3 };
 
 int shim_knows(int fd);
 void shim_listener_tcp_only(int fd);
+void shim_connect_tcp_only(int fd);
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void uring_forget(int fd);
 int uring_watched(void); /* any ring seen */

@@ -166,6 +166,18 @@ int main(int argc, char **argv)
 	reap(2, 1, res);
 	printf("cancel: recv %s, cancel %s\n", res_name(res[0]), res_name(res[1]));
 
+	/* A connection made through the ring (TCP's: the kernel connects to the address named). */
+	int c4 = socket(AF_INET, SOCK_STREAM, 0);
+	io_uring_prep_connect(sqe(0), c4, (struct sockaddr *)&a, sizeof a);
+	printf("connect: %s\n", res_name(one()));
+	int s4 = accept(l, NULL, NULL);
+	if (s4 < 0 || write(c4, "four", 4) != 4)
+		die("accept", errno);
+	read_all(s4, buf, 4);
+	printf("fourth connection '%.4s'\n", buf);
+	close(c4);
+	close(s4);
+
 	/* Shut down and closed through the ring. */
 	io_uring_prep_shutdown(sqe(0), s, SHUT_WR);
 	printf("shutdown: %s\n", res_name(one()));
