@@ -1126,6 +1126,8 @@ static void urg_wrap(void)
 		eng.set_buffers = urg_set_buffers;
 }
 
+static void shim_settling(int delta);
+
 static int load_engine(void)
 {
 	pid_t me = getpid(); /* not my_pid(): a child forked around libc must not use its parent's engine */
@@ -1194,6 +1196,7 @@ static int load_engine(void)
 			.fpdu_align = cfg.fpdu_align,
 			.own_fd = shim_own_fd,
 			.urgent = shim_urgent,
+			.settling = shim_settling,
 		};
 		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
 		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
@@ -4229,8 +4232,15 @@ struct epreg {
 	int efd;          /* the connection's eventfd once added to the set, or -1 */
 	uint32_t edges;   /* the connection's arrival count at the last look */
 	uint32_t wfull;   /* the connection's full-transport count at the last look */
+	uint32_t kmask;   /* what the kernel watches the socket for (EP_KBASE, EPOLLOUT) */
 	int disabled;     /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
 };
+
+/* What the kernel watches an SDP connection's socket for in an epoll set:
+ * arrivals; and room (EPOLLOUT) while the engine waits for it to pass on
+ * what the application's sends left queued, so that a set waiting in the
+ * kernel wakes when the transport drains (eng.poll's kernel wait). */
+#define EP_KBASE (EPOLLIN | EPOLLRDHUP | EPOLLET)
 
 struct epset {
 	pthread_mutex_t mu;
@@ -4368,13 +4378,13 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			ep->cap = cap;
 		}
 		uint32_t gen = atomic_load(&e->gen);
-		struct epoll_event kev = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = ep_tag(fd, gen) };
+		struct epoll_event kev = { .events = EP_KBASE, .data.u64 = ep_tag(fd, gen) };
 		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0) {
 			err = errno;
 			break;
 		}
 		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
-						    .wfull = atomic_load(&e->wfull) };
+						    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
 		break;
 	case EPOLL_CTL_MOD:
 		if (!r) {
@@ -4518,6 +4528,12 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		}
 		if (et >= 0 && (*tmo < 0 || et < *tmo))
 			*tmo = et;
+		uint32_t kmask = EP_KBASE | ((kw & POLLOUT) ? EPOLLOUT : 0);
+		if (kmask != r->kmask) {
+			struct epoll_event kev = { .events = kmask, .data.u64 = ep_tag(r->fd, r->gen) };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &kev) == 0)
+				r->kmask = kmask;
+		}
 		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
 		uint32_t report = rep;
 		uint32_t wfull = atomic_load(&e->wfull);
@@ -5428,6 +5444,49 @@ __attribute__((constructor)) static void shim_init(void)
 	adopt_inherited();
 	adopt_activated();
 	pthread_atfork(count_fork, NULL, child_after_fork);
+}
+
+/* ---- _exit ---------------------------------------------------------------
+ *
+ * _exit and _Exit skip atexit handlers and destructors, where the engine's
+ * exit flush runs (shim_fini): a process that closes a connection and calls
+ * _exit at once (a forked worker, an event loop's last act) would take the
+ * socket with it while the peer still acknowledges, and the kernel's reset
+ * would drop the bytes it has not delivered yet. So they wait here, bounded,
+ * until the engine reports every closed connection settled (settling), then
+ * exit. Nothing here calls into the engine or takes a lock: a signal handler
+ * may call _exit while the interrupted thread holds one; the engine's own
+ * threads finish the connections and count down. */
+
+#define SETTLE_MAX_MS 10000
+
+static _Atomic int n_settling;
+
+static void shim_settling(int delta)
+{
+	atomic_fetch_add(&n_settling, delta);
+}
+
+static void settle_before_exit(void)
+{
+	if (engine_pid == 0 || engine_pid != getpid() || shares_parents_memory())
+		return; /* no engine here, or the parent's */
+	for (int ms = 0; ms < SETTLE_MAX_MS && atomic_load(&n_settling) > 0; ms++) {
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
+EXPORT void _exit(int status)
+{
+	settle_before_exit();
+	for (;;)
+		shim_syscall7(SYS_exit_group, status, 0, 0, 0, 0, 0);
+}
+
+EXPORT void _Exit(int status)
+{
+	_exit(status);
 }
 
 __attribute__((destructor)) static void shim_fini(void)

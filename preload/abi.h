@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#define SDP_ABI_VERSION 2
+#define SDP_ABI_VERSION 3
 
 #define SDP_FALLBACK 100000
 enum sdp_reason {
@@ -71,6 +71,11 @@ struct sdp_engine_config {
 	 * thread must then call again with fd = -1 once nothing is locked.
 	 * fd = -1: send SIGURG for the noted marks (see shim.c). */
 	int (*urgent)(int fd);
+	/* delta +1: a closed connection's socket stays open until the peer has
+	 * everything and will send nothing more; -1: it has (Settled in
+	 * sdpcore). The shim's _exit waits, bounded, for the count to reach 0
+	 * without calling into the engine. */
+	void (*settling)(int delta);
 };
 
 /* Function types the shim resolves with dlsym. */

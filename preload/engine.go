@@ -342,17 +342,21 @@ func unaliasLocked(c *sdpcore.Conn, fd int) bool {
 	return true
 }
 
-// exitFlushMax bounds how long an exiting process waits for its connections'
-// accepted bytes to reach the kernel.
+// exitFlushMax bounds how long an exiting process waits for its connections
+// to settle.
 const exitFlushMax = 10 * time.Second
 
 // flushAtExit keeps an exiting process (exit(), a return from main) until
-// every byte its application's send() accepted is in the kernel, which then
-// delivers it as it delivers a TCP socket's after the process is gone; a
-// connection still open is closed first, as the kernel closes it at exit.
-// The wait ends after max: a peer that never reads would otherwise hold the
-// process (TCP would keep the bytes in the kernel instead). _exit() and
-// fatal signals do not come here.
+// its connections are settled (sdpcore's Settled): every byte its
+// application's send() accepted is in the kernel, which then delivers it as
+// it delivers a TCP socket's after the process is gone, and the peer has
+// acknowledged them, so that no credit update or ring acknowledgement of its
+// meets the socket the kernel closes at exit (its reset would drop what the
+// kernel has not delivered yet). A connection still open is closed first,
+// as the kernel closes it at exit. The wait ends after max: a peer that
+// never reads would otherwise hold the process (TCP would keep the bytes in
+// the kernel instead). _exit() waits in the shim (settling); fatal signals
+// do not wait.
 func flushAtExit(max time.Duration) {
 	mu.Lock()
 	open := make([]int, 0, len(conns))
@@ -368,7 +372,7 @@ func flushAtExit(max time.Duration) {
 		mu.Lock()
 		var waiting *sdpcore.Conn
 		for c := range lingering {
-			if !c.Handed() {
+			if !c.Settled() {
 				waiting = c
 				break
 			}
@@ -378,7 +382,7 @@ func flushAtExit(max time.Duration) {
 			return
 		}
 		if !time.Now().Before(deadline) {
-			logf(levelWarn, "exit: bytes still unsent after %v; the process exits without them", max)
+			logf(levelWarn, "exit: a connection still unsettled after %v (bytes unsent, or the peer still acknowledging); the process exits", max)
 			return
 		}
 		time.Sleep(time.Millisecond)
@@ -422,11 +426,19 @@ func closeConn(fd int) {
 		return
 	}
 	logConn(fd, c, "closing")
+	settling(+1)
+	var once sync.Once
+	settled := func() { once.Do(func() { settling(-1) }) }
 	goSafe(func() {
 		defer account(c)
-		c.Linger(dup, now.Add(coreCfg.Linger))
+		defer settled()
+		c.Linger(dup, now.Add(coreCfg.Linger), settled)
 	})
 }
+
+// settling tells the shim of closed connections whose sockets must stay
+// open a while (struct sdp_engine_config's settling).
+var settling = func(int) {}
 
 // lingerZero reports whether the application set SO_LINGER {1, 0} on fd.
 func lingerZero(fd int) bool {

@@ -11,6 +11,7 @@ package main
 
 static int call_snapshot(int (*f)(char *, int), char *buf, int len) { return f ? f(buf, len) : 0; }
 static void call_own_fd(void (*f)(int, int), int fd, int own) { if (f) f(fd, own); }
+static void call_settling(void (*f)(int), int delta) { if (f) f(delta); }
 */
 import "C"
 
@@ -33,6 +34,9 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 	}
 	snapshotFn = cfg.snapshot
 	setUrgent(cfg.urgent)
+	if f := cfg.settling; f != nil {
+		settling = func(delta int) { C.call_settling(f, C.int(delta)) }
+	}
 	if ownFn := cfg.own_fd; ownFn != nil {
 		sdpcore.OwnFd = func(fd int, own bool) {
 			o := C.int(0)

@@ -256,7 +256,7 @@ func TestCloseDeliversEverythingThenEOF(t *testing.T) {
 		err := sendAll(t, p, data, rand.New(rand.NewSource(1)), until)
 		if err == nil && !p.Close(time.Now()) {
 			err = errors.New("close did not finish: the peer's DisConn has not arrived yet")
-			go p.Linger(mustDup(t, p.Fd()), until)
+			go p.Linger(mustDup(t, p.Fd()), until, nil)
 			err = nil
 		}
 		done <- err

@@ -790,6 +790,31 @@ func (c *Conn) Handed() bool {
 		(c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
 
+// Settled reports whether a closed connection's socket may be closed by
+// the process's end without costing the peer a byte: everything ours is in
+// the kernel and the peer will send nothing more (each message of its would
+// meet a socket the kernel closed, whose reset drops what it has not yet
+// delivered of ours), or the connection is over. What an exiting process
+// waits for (preload's exit flush, and the shim's _exit).
+func (c *Conn) Settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settled()
+}
+
+func (c *Conn) settled() bool {
+	if c.st == stFailed || c.fb != nil || c.eof {
+		return true
+	}
+	if c.qp.TxPending() > 0 || len(c.early) > 0 || c.heldLen() > 0 {
+		return false
+	}
+	if c.fc == FlowCredit && !c.disSent {
+		return c.mseq == c.peerAck // no DisConn yet: every message acknowledged
+	}
+	return c.peerQuiet()
+}
+
 func (c *Conn) finished() bool {
 	return c.st == stFailed || c.fb != nil || c.eof ||
 		(c.disSent && c.qp.TxPending() == 0 && c.peerDis && c.peerQuiet())
@@ -831,7 +856,7 @@ func (c *Conn) abort() {
 // peer's end in turn: the peer's engine, at the end of our stream, sends
 // nothing more and lets its socket close; two ends that close together
 // both finish so. It closes fd when done or at until.
-func (c *Conn) Linger(fd int, until time.Time) {
+func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 	ownFd(fd, true)
 	defer closeOwn(fd)
 	c.mu.Lock()
@@ -846,6 +871,7 @@ func (c *Conn) Linger(fd int, until time.Time) {
 		c.queueDisConn()
 		_ = c.flush()
 		done := c.finished()
+		settled := onSettled != nil && c.settled()
 		if !done && !finSent && c.disSent && c.qp.TxPending() == 0 && c.peerDis {
 			_ = unix.Shutdown(fd, unix.SHUT_WR)
 			finSent = true
@@ -856,6 +882,10 @@ func (c *Conn) Linger(fd int, until time.Time) {
 		}
 		c.releaseQueue()
 		c.mu.Unlock()
+		if settled {
+			onSettled()
+			onSettled = nil
+		}
 		if done || !now.Before(until) {
 			return
 		}

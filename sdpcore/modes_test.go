@@ -167,7 +167,7 @@ func closeBoth(t *testing.T, cs ...*Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Linger(d, time.Now().Add(10*time.Second))
+			c.Linger(d, time.Now().Add(10*time.Second), nil)
 			_ = unix.Shutdown(fd, unix.SHUT_RDWR)
 		}()
 	}

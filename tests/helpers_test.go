@@ -268,9 +268,16 @@ func startServerOn(ctx context.Context, t *testing.T, shim, dir, logDir string, 
 // the end of the test (or by the caller, earlier).
 func startPython(ctx context.Context, t *testing.T, name string, env []string, out string, args ...string) *proc {
 	t.Helper()
+	return startProg(ctx, t, name, env, out, python, args...)
+}
+
+// startProg runs bin with args and env in the background, its output in out, stopped at the
+// end of the test (or by the caller, earlier).
+func startProg(ctx context.Context, t *testing.T, name string, env []string, out, bin string, args ...string) *proc {
+	t.Helper()
 	// env --default-signal=INT: a SIGINT ignored by whoever started the tests must not be
 	// inherited, or python would never see the interrupt that makes it exit cleanly.
-	cmd := exec.CommandContext(ctx, "env", append([]string{"--default-signal=INT", python}, args...)...)
+	cmd := exec.CommandContext(ctx, "env", append([]string{"--default-signal=INT", bin}, args...)...)
 	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second

@@ -1,0 +1,78 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// echoBytes is what the client of TestEchoAtExit streams and must get back.
+const echoBytes = 8000000
+
+// TestEchoAtExit: an edge-triggered epoll echo server (non-blocking, writes of random sizes up to
+// 1 MiB) that closes its connection and exits at once when its client ends the stream, and a
+// poll-driven client that streams 8 MB and checks every byte of the echo (tests/c/etecho.c),
+// both preloaded, in every combination of flow control, buffering and progress: the server's
+// last bytes, accepted by write() before close and _exit, all reach the client, as over TCP.
+// Run it with -count=13 for 208 runs.
+//
+// It runs only with SDP_TEST_ECHO_AT_EXIT=1 for now: the transfer itself still stalls in some
+// runs (both ends waiting, about 1 in 25 with inline progress and 1 in 4 with ring flow control
+// and asynchronous progress; README "Known limits"), which would make the suite fail at random.
+func TestEchoAtExit(t *testing.T) {
+	if os.Getenv("SDP_TEST_ECHO_AT_EXIT") != "1" {
+		t.Skip("known stall (README, Known limits): set SDP_TEST_ECHO_AT_EXIT=1 to run")
+	}
+	shim, ctx := setup(t)
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "etecho")
+	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-o", bin,
+		filepath.Join(root, "tests", "c", "etecho.c")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	seed := 1
+	for _, flow := range []string{"credit", "rdma", "nic", "transport"} {
+		for _, buffering := range []string{"integrated", "separate"} {
+			for _, progress := range []string{"inline", "async"} {
+				mode := []string{"SDP_FLOW_CONTROL=" + flow, "SDP_BUFFERING=" + buffering, "SDP_PROGRESS=" + progress}
+				seed++
+				t.Run(strings.Join([]string{flow, buffering, progress}, "-"), func(t *testing.T) {
+					echoOnce(t, shim, bin, mode, seed)
+				})
+			}
+		}
+	}
+}
+
+func echoOnce(t *testing.T, shim, bin string, mode []string, seed int) {
+	_, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	srvOut := filepath.Join(dir, "server.out")
+	p := startProg(ctx, t, "etecho server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), mode...),
+		srvOut, bin, "server", strconv.Itoa(port), strconv.Itoa(seed))
+	p.waitListening(ctx, t, port, sdpPort(port))
+	cli := exec.CommandContext(ctx, bin, "client", strconv.Itoa(port), strconv.Itoa(seed+1000), strconv.Itoa(echoBytes))
+	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), mode...)
+	got, err := cli.CombinedOutput()
+	assert.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("ok %d\n", echoBytes), string(got), "the client")
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(srvOut))
+	b, err := os.ReadFile(srvOut)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), fmt.Sprintf("served %d\n", echoBytes))
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
+}
