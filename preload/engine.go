@@ -120,6 +120,9 @@ func initEngine(c engineConfig) {
 	logf(levelDebug, "settings (engine): %s", settings.Line(read)) // tests/TestSettingsAgree reads it
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
+	sdpcore.OnBadTransition = func(fd int, from, to string) {
+		logf(levelError, "internal error on fd %d: state %s cannot move to %s", fd, from, to)
+	}
 	startStatsPublisher()
 	logf(levelDebug, "engine started: markers=%v marker_spacing=%d crc=%v buf_size=%d recv_bufs=%d flow_control=%v buffering=%v progress=%v zcopy_threshold=%d handshake_timeout=%v",
 		coreCfg.Markers, coreCfg.MarkerSpacing, coreCfg.CRC, coreCfg.BufSize, coreCfg.RecvBufs, coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress,

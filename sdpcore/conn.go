@@ -23,15 +23,6 @@ const (
 	Passive
 )
 
-type state uint8
-
-const (
-	stAwaitRequest state = iota // active: TCP up, waiting for the MPA Request
-	stAwaitReply                // passive: Request sent, waiting for the Reply
-	stEstablished
-	stFailed
-)
-
 // Events are poll(2) event bits.
 type Events = int16
 
@@ -93,22 +84,44 @@ type Conn struct {
 	mu   sync.Mutex
 	cfg  Config
 	role Role
-	st   state
+	st   state // handshake, established, closing sequence, failed (state.go); changed only by to
 	err  error // why the connection failed (unix.Errno for the application)
 	fb   *FallbackError
 
-	qp       *iwarp.QP
-	deadline time.Time // end of the handshake wait
+	// Flags: facts that can hold in any state, so not steps of the life
+	// cycle (st).
+	//
 	// patient: the SDP port was proved to be the listener of the
 	// application port's owner (SetPatient): its Request comes when that
 	// server accepts, however late, as a TCP reply would; no deadline.
 	patient bool
+	// peerFirst: the peer's first FPDU has arrived.
+	peerFirst bool
+	// eof: the kernel stream ended (the peer's FIN, or a write that met the
+	// peer gone), with or without the peer's DisConn, in any phase: a
+	// handshake then falls back, a failure keeps it (EPIPE, not ECONNRESET).
+	eof bool
+	// rdShut: the application shut down reading (SHUT_RD); local only,
+	// nothing goes on the wire.
+	rdShut bool
+	// closed: the application closed its descriptor; the connection may
+	// still be finishing its closing sequence (Linger), or have failed.
+	closed bool
 	// reset: a write met the peer's reset while the peer's last bytes may
 	// still be unread; reads go on until they meet it too (flush).
 	reset error
-	// rdShut: the application shut down reading (SHUT_RD).
-	rdShut  bool
-	request []byte // passive: the MPA Request we sent
+	// bg: a background goroutine is driving the connection (Background,
+	// which clears it when it stops).
+	bg bool
+	// async: the progress goroutine runs (ProgressAsync; cleared when it ends).
+	async bool
+	// inBackground: Background, which only finishes the kernel's part of
+	// sends the application made, is driving the connection.
+	inBackground bool
+
+	qp       *iwarp.QP
+	deadline time.Time // end of the handshake wait
+	request  []byte    // passive: the MPA Request we sent
 
 	// Credits (SDP buffer-copy flow control). Our messages carry MSeq 1, 2…;
 	// the peer grants peerBufs buffers as of our message peerAck.
@@ -135,11 +148,6 @@ type Conn struct {
 	msgHeld  bool   // it holds a buffer until its payload is read
 	msgFrees bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
 
-	wrShut   bool // DisConn queued (shutdown SHUT_WR or close)
-	disSent  bool
-	peerDis  bool // DisConn received: end of stream after rq
-	closed   bool // the application closed its descriptor
-	eof      bool // kernel stream ended
 	parts    [][]byte
 	hdr      [BSDHLen]byte
 	early    []byte // taken before the connection was up; sent first once it is
@@ -147,7 +155,6 @@ type Conn struct {
 	// creditStalled: a send waited for credits since our last update; a
 	// peer that has sent DisConn may have none left to return them.
 	creditStalled bool
-	peerFirst     bool // the peer's first FPDU has arrived
 	// sndLimit, rcvLimit: the application's SO_SNDBUF and SO_RCVBUF as the
 	// kernel counts them (bufsize.go); 0: not set.
 	sndLimit, rcvLimit int
@@ -157,7 +164,6 @@ type Conn struct {
 	changes            uint64 // counts events that may make a waiter ready
 	edges              uint32 // counts arrivals the application may see (edge-triggered epoll)
 	wasWritable        bool
-	bg                 bool // a background goroutine is driving the connection
 	stats              Stats
 	lastWait           time.Time
 
@@ -184,7 +190,6 @@ type Conn struct {
 	corked      bool
 	corkUntil   time.Time
 	sbuf        []byte // separate buffering: SDP's private send buffer
-	async       bool   // the progress goroutine runs
 
 	zsrc       *zsrc     // our outstanding SrcAvail
 	zsink      *zsink    // the peer's outstanding SrcAvail
@@ -203,9 +208,6 @@ type Conn struct {
 	wrComplSeq       uint32
 	pendingCancelAck bool
 	comps            []iwarp.Completion
-	// inBackground: Background, which only finishes the kernel's part of
-	// sends the application made, is driving the connection.
-	inBackground bool
 }
 
 type piece struct {
@@ -306,19 +308,19 @@ func (c *Conn) Stats() Stats {
 func (c *Conn) Established() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st == stEstablished
+	return c.phase() == stEstablished
 }
 
 func (c *Conn) fail(err error) {
-	if c.st == stFailed {
+	if c.phase() == stFailed {
 		return
 	}
-	if err == unix.ECONNRESET && (c.eof || c.peerDis) {
+	if err == unix.ECONNRESET && (c.eof || c.peerDis()) {
 		// Reset after the peer's end of stream: as TCP in CLOSE_WAIT,
 		// the application sees EPIPE on writing, end of stream on reading.
 		err = unix.EPIPE
 	}
-	c.st = stFailed
+	c.toFailed()
 	c.err = err
 	c.changes++
 	c.edges++
@@ -332,7 +334,7 @@ func (c *Conn) failProto(err error) {
 	case errors.As(err, &ie) && c.qp.Full():
 		c.qp.PostTerminate(ie)
 		_ = c.qp.Flush()
-	case c.st == stEstablished && c.credits() >= 1:
+	case c.phase() == stEstablished && c.credits() >= 1:
 		// An SDP-level fault (a message out of place): AbortConn tells
 		// the peer, which sees ECONNRESET.
 		c.sendControl(MIDAbortConn)
@@ -398,7 +400,7 @@ func (c *Conn) progress(now time.Time) { c.progressFor(now, false) }
 // (waitNext): then a read that would only find the socket empty again
 // (the last one emptied it) is skipped.
 func (c *Conn) progressFor(now time.Time, waitNext bool) {
-	if c.st == stFailed || c.fb != nil {
+	if c.phase() == stFailed || c.fb != nil {
 		return
 	}
 	seen, reads := c.changes, 0
@@ -407,11 +409,11 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 			c.wake()
 		}
 	}()
-	if c.flush(); c.st == stFailed {
+	if c.flush(); c.phase() == stFailed {
 		return // a full socket is no reason not to read: the peer may be blocked on us
 	}
-	for c.st != stFailed && c.fb == nil {
-		switch c.st {
+	for c.phase() != stFailed && c.fb == nil {
+		switch c.phase() {
 		case stAwaitRequest:
 			if c.onRequest(now) {
 				continue
@@ -431,7 +433,7 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 				return
 			}
 		}
-		if c.st == stFailed || c.fb != nil {
+		if c.phase() == stFailed || c.fb != nil {
 			return
 		}
 		if c.rqBytes >= c.rxMax() {
@@ -450,17 +452,17 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 		}
 	}
 	// Only after reading all there is: a late look is not a late peer.
-	if c.st == stAwaitRequest && c.fb == nil && !c.patient && !now.Before(c.deadline) {
+	if c.phase() == stAwaitRequest && c.fb == nil && !c.patient && !now.Before(c.deadline) {
 		c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
 		return
 	}
-	if c.st == stAwaitReply && !now.Before(c.deadline) {
+	if c.phase() == stAwaitReply && !now.Before(c.deadline) {
 		c.fail(&HandshakeTimeoutError{Wait: c.cfg.HandshakeTimeout})
 		return
 	}
 	// Credits that arrived may be what early data, a pending update or
 	// DisConn needed.
-	if c.fc != FlowRDMA || !c.inBackground || c.wrShut {
+	if c.fc != FlowRDMA || !c.inBackground || c.wrShut() {
 		// rdma: only the application's calls send held data, until it
 		// has said its last word (shutdown or close).
 		c.drainHeld()
@@ -494,7 +496,7 @@ func (c *Conn) fill() bool {
 	case err == iwarp.ErrClosed:
 		c.onEOF()
 		return false
-	case err == unix.ECONNRESET && c.st == stAwaitRequest:
+	case err == unix.ECONNRESET && c.phase() == stAwaitRequest:
 		// The accepting side sends its MPA Request when its application
 		// accepts: before it, nobody has taken the connection. A reset
 		// now is its SDP listener closing with the connection queued (a
@@ -502,7 +504,7 @@ func (c *Conn) fill() bool {
 		// libsdp after exec): P over TCP answers as the kernel would.
 		c.fallback(&FallbackError{Reason: "refused", Detail: "the SDP port reset the connection before any MPA Request"})
 		return false
-	case err == unix.ECONNRESET && c.st == stAwaitReply:
+	case err == unix.ECONNRESET && c.phase() == stAwaitReply:
 		// Before its Reply the peer has sent no byte of the application's:
 		// a reset now is a client that closed before the handshake, with
 		// our Request unread (the kernel resets such a close).
@@ -546,9 +548,9 @@ func (c *Conn) onEOF() {
 	c.eof = true
 	c.edges++
 	switch {
-	case c.st == stAwaitRequest:
+	case c.phase() == stAwaitRequest:
 		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
-	case c.st == stAwaitReply:
+	case c.phase() == stAwaitReply:
 		c.peerLeft("end of stream")
 	case c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0 && c.qp.Buffered() == 0:
 		// The accepting side closed before its first FPDU, so before any
@@ -574,7 +576,7 @@ func (c *Conn) flush() error {
 	if c.qp.TxPending() < pending {
 		c.changes++ // room in the transmit backlog
 	}
-	if err == unix.ECONNRESET && !c.eof && !c.peerDis && c.st != stFailed {
+	if err == unix.ECONNRESET && !c.eof && !c.peerDis() && c.phase() != stFailed {
 		// The peer reset the connection (an abortive close). What it sent
 		// before is still in the kernel and readable, as over TCP: the
 		// reading side takes it and then meets the reset itself; writes
@@ -670,7 +672,8 @@ func (c *Conn) onRequest(now time.Time) bool {
 	// have delivered our bytes to its kernel meanwhile. The Hello's
 	// buffers are all a Data message needs; the rdma and nic modes send
 	// Data messages too until the ChRcvBuf names the ring (ringSend).
-	c.st, c.stats.Up = stEstablished, true
+	c.establish()
+	c.stats.Up = true
 	_ = c.flush()
 	return true
 }
@@ -717,7 +720,8 @@ func (c *Conn) onReply() bool {
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
 	c.qp.StartFullOperation(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
-	c.st, c.stats.Up = stEstablished, true
+	c.establish()
+	c.stats.Up = true
 	if c.fc.ring() {
 		c.announceRing() // the first FPDU: where the peer writes to us
 	} else {
@@ -900,7 +904,7 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 	case MIDData:
 		c.inData = true
 	case MIDDisConn:
-		c.peerDis = true
+		c.gotDisConn()
 		c.edges++
 	case MIDAbortConn:
 		c.fail(unix.ECONNRESET)
@@ -931,7 +935,7 @@ func (c *Conn) maybeReturnCredits() {
 		c.maybeAckRing()
 		return
 	}
-	if c.fc != FlowCredit || c.st != stEstablished || c.credits() < 1 {
+	if c.fc != FlowCredit || c.phase() != stEstablished || c.credits() < 1 {
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
@@ -939,11 +943,11 @@ func (c *Conn) maybeReturnCredits() {
 	// DisConn: while a send of ours waits for credits, it may need our
 	// acknowledgement of its messages (which an update carries, freed
 	// buffers or not) to return the buffers it has emptied.
-	rescue := c.creditStalled && c.peerDis && peerView < 2
+	rescue := c.creditStalled && c.peerDis() && peerView < 2
 	if c.freed == 0 && !rescue {
 		return
 	}
-	if c.peerDis && c.zsrc == nil && !c.creditStalled {
+	if c.peerDis() && c.zsrc == nil && !c.creditStalled {
 		// The peer has ended its stream: it needs credits only to
 		// answer an offer of ours, or to return buffers we wait for
 		// (it half-closed and reads what we send). An update otherwise
@@ -972,9 +976,9 @@ func (c *Conn) advertise() {
 
 // queueDisConn sends DisConn once nothing else waits before it.
 func (c *Conn) queueDisConn() {
-	if c.wrShut && !c.disSent && c.st == stEstablished && len(c.early) == 0 && c.heldLen() == 0 && c.zsrc == nil && c.credits() >= 1 {
+	if c.wrShut() && !c.disSent() && c.phase() == stEstablished && len(c.early) == 0 && c.heldLen() == 0 && c.zsrc == nil && c.credits() >= 1 {
 		c.sendControl(MIDDisConn)
-		c.disSent = true
+		c.sentDisConn()
 	}
 }
 
@@ -982,7 +986,7 @@ func (c *Conn) queueDisConn() {
 func (c *Conn) String() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return fmt.Sprintf("fc=%v held=%d zsrc=%v zsink=%v ", c.fc, c.heldLen(), c.zsrc != nil, c.zsink != nil) + fmt.Sprintf("st=%d credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v wrShut=%v disSent=%v peerDis=%v eof=%v err=%v",
+	return fmt.Sprintf("fc=%v held=%d zsrc=%v zsink=%v ", c.fc, c.heldLen(), c.zsrc != nil, c.zsink != nil) + fmt.Sprintf("st=%v credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v eof=%v err=%v",
 		c.st, c.credits(), c.peerBufs, c.mseq, c.peerAck, c.recvSeq, c.posted, c.advBufs, c.advAck, c.rqBytes,
-		c.qp.TxPending(), c.qp.Buffered(), c.inMsg, c.wrShut, c.disSent, c.peerDis, c.eof, c.err)
+		c.qp.TxPending(), c.qp.Buffered(), c.inMsg, c.eof, c.err)
 }

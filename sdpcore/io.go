@@ -58,7 +58,7 @@ func (c *Conn) Uncork(now time.Time) {
 func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st != stEstablished {
+	if c.phase() != stEstablished {
 		c.progress(now)
 	}
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
@@ -72,7 +72,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		return c.collectZCopy(firstBuf(bufs), now) // ours, or another call's, which comes first
 	}
 	if c.zwsUsable() {
-		if flags&(SendOOB|SendMore) == 0 && !c.corked && len(c.early) == 0 && c.st == stEstablished {
+		if flags&(SendOOB|SendMore) == 0 && !c.corked && len(c.early) == 0 && c.phase() == stEstablished {
 			if n, err := c.sendWrite(bufs, now); n > 0 || err != ErrWouldBlock {
 				return n, err
 			}
@@ -112,11 +112,11 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 		return n, nil
 	}
 	c.corked = false
-	if c.st != stEstablished || len(c.early) > 0 {
+	if c.phase() != stEstablished || len(c.early) > 0 {
 		c.drainEarly(now)
 		_ = c.flush()
-		if c.st != stEstablished || len(c.early) > 0 {
-			if c.st == stEstablished && total > queueSmall {
+		if c.phase() != stEstablished || len(c.early) > 0 {
+			if c.phase() == stEstablished && total > queueSmall {
 				// Small sends wait in the queue for credits; a large
 				// one waits for the queue to empty and then goes from
 				// its own buffer (one copy, or zero copy), or a bulk
@@ -157,7 +157,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	}
 	_ = c.flush()
 	if sent == 0 {
-		if c.st == stFailed {
+		if c.phase() == stFailed {
 			return 0, errnoOf(c.err)
 		}
 		if total == 0 {
@@ -176,12 +176,12 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		return c.pushRing(bufs, total)
 	}
 	sent := 0
-	for sent < total && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
+	for sent < total && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
 		if c.credits() < 2 {
 			if mayProgress {
 				c.progress(now)
 			}
-			if c.credits() < 2 || c.st != stEstablished {
+			if c.credits() < 2 || c.phase() != stEstablished {
 				c.stats.CreditStalls++
 				c.creditStalled = true
 				c.maybeReturnCredits() // the peer may wait for ours to send them
@@ -295,7 +295,7 @@ func (c *Conn) queueEarly(bufs [][]byte) int {
 // queue and waited corkMax for every 256 KiB.
 func (c *Conn) sendFullCorked(now time.Time) {
 	unit := c.peerBufSize - BSDHLen
-	if c.st != stEstablished || c.wrShutSent() || unit <= 0 || len(c.early) < unit {
+	if c.phase() != stEstablished || c.wrShutSent() || unit <= 0 || len(c.early) < unit {
 		return
 	}
 	full := len(c.early) / unit * unit
@@ -315,7 +315,7 @@ const queueSmall = 16 << 10
 // it only while the queue is empty: a sender that queued waits for it to
 // drain (a blocking one would otherwise spin on sends the queue refuses).
 func (c *Conn) creditQueue() bool {
-	return c.fc == FlowCredit && c.st == stEstablished && !c.wrShut && c.qp.TxPending() < c.txBacklog() &&
+	return c.fc == FlowCredit && c.phase() == stEstablished && !c.wrShut() && c.qp.TxPending() < c.txBacklog() &&
 		c.credits() < 2 && len(c.early) == 0
 }
 
@@ -326,14 +326,14 @@ func (c *Conn) drainEarly(now time.Time) {
 		return
 	}
 	c.corked = false
-	if c.earlyOOB > 0 && c.st == stEstablished && !c.wrShutSent() {
+	if c.earlyOOB > 0 && c.phase() == stEstablished && !c.wrShutSent() {
 		n := c.sendOOBNow([][]byte{c.early[:c.earlyOOB]}, c.earlyOOB, now, false)
 		c.early, c.earlyOOB = c.early[n:], c.earlyOOB-n
 		if c.earlyOOB > 0 {
 			return
 		}
 	}
-	if len(c.early) > 0 && c.st == stEstablished && !c.wrShutSent() {
+	if len(c.early) > 0 && c.phase() == stEstablished && !c.wrShutSent() {
 		n := c.push([][]byte{c.early}, len(c.early), now, false)
 		c.early = c.early[n:]
 	}
@@ -342,7 +342,7 @@ func (c *Conn) drainEarly(now time.Time) {
 	}
 }
 
-func (c *Conn) wrShutSent() bool { return c.disSent }
+func (c *Conn) wrShutSent() bool { return c.disSent() }
 
 // NeedsBackground reports, once, that the connection holds work no call of
 // the application may come back for: early bytes waiting for the peer, or
@@ -350,7 +350,7 @@ func (c *Conn) wrShutSent() bool { return c.disSent }
 func (c *Conn) NeedsBackground() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.bg || c.async || c.closed || c.st == stFailed || c.fb != nil {
+	if c.bg || c.async || c.closed || c.phase() == stFailed || c.fb != nil {
 		return false
 	}
 	if !c.bgWork() {
@@ -379,7 +379,7 @@ func (c *Conn) Background(limit time.Duration) {
 			c.inBackground = false
 		}
 		idle := !c.bgWork()
-		if idle || c.closed || c.st == stFailed || c.fb != nil || now.After(until) {
+		if idle || c.closed || c.phase() == stFailed || c.fb != nil || now.After(until) {
 			c.bg = false
 			c.mu.Unlock()
 			return
@@ -406,20 +406,20 @@ func (c *Conn) Background(limit time.Duration) {
 // FIN goes anyway).
 func (c *Conn) bgWork() bool {
 	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) ||
-		(c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut)) || (c.wrShut && !c.disSent && c.st == stEstablished)
+		(c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut())) || (c.wrShut() && !c.disSent() && c.phase() == stEstablished)
 }
 
 func (c *Conn) sendable() error {
 	switch {
 	case c.fb != nil:
 		return c.fb
-	case c.st == stFailed:
+	case c.phase() == stFailed:
 		return errnoOf(c.err)
 	case c.reset != nil:
 		return c.reset
-	case c.wrShut || c.eof:
+	case c.wrShut() || c.eof:
 		return unix.EPIPE
-	case c.st != stEstablished:
+	case c.phase() != stEstablished:
 		return ErrWouldBlock
 	}
 	return nil
@@ -537,10 +537,10 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 
 // recvEmpty is Recv's answer when nothing is queued.
 func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
-	if c.peerDis || c.rdShut || (c.eof && (c.st != stFailed || Errno(c.err) == unix.EPIPE)) {
+	if c.peerDis() || c.rdShut || (c.eof && (c.phase() != stFailed || Errno(c.err) == unix.EPIPE)) {
 		return 0, nil
 	}
-	if c.st == stFailed {
+	if c.phase() == stFailed {
 		return 0, errnoOf(c.err)
 	}
 	total := totalLen(bufs)
@@ -621,29 +621,29 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}
-	if c.st == stFailed {
+	if c.phase() == stFailed {
 		// As TCP after a reset: readable, writable, error, hang-up, and the
 		// peer's side shut (POLLRDHUP) for those who ask.
 		return (EvIn | EvOut | EvErr | EvHup | EvRdHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis() || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {
 		ready |= EvPri
 	}
-	if c.peerDis || c.eof || c.rdShut {
+	if c.peerDis() || c.eof || c.rdShut {
 		ready |= EvRdHup
 	}
-	if c.eof || (c.peerDis && c.disSent) {
+	if c.eof || (c.peerDis() && c.disSent()) {
 		ready |= EvHup
 	}
-	if c.st == stEstablished && !c.wrShut && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.txBacklog() &&
+	if c.phase() == stEstablished && !c.wrShut() && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.txBacklog() &&
 		(!c.fc.ring() || c.heldLen() < c.txBacklog()) {
 		ready |= EvOut
-	} else if (c.st != stEstablished || c.corked || c.creditQueue()) && c.st != stFailed && !c.wrShut && len(c.early) < c.earlyMax() {
+	} else if (c.phase() != stEstablished || c.corked || c.creditQueue()) && c.phase() != stFailed && !c.wrShut() && len(c.early) < c.earlyMax() {
 		ready |= EvOut // the early queue (a corked run, the send queue) has room
-	} else if c.wrShut || c.eof || c.reset != nil {
+	} else if c.wrShut() || c.eof || c.reset != nil {
 		ready |= EvOut // a write will fail at once, as on TCP
 	}
 	ready &= want | EvHup
@@ -660,7 +660,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.qp.TxPending() > 0 {
 		wait |= EvOut // queued bytes must not wait for the next call
 	}
-	if (c.st == stAwaitRequest && !c.patient) || c.st == stAwaitReply {
+	if (c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply {
 		deadline = c.deadline
 	}
 	if d := c.zsrcDeadline(); !d.IsZero() {
@@ -681,7 +681,7 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 	if c.fb != nil {
 		return c.fb
 	}
-	if c.disSent && c.peerDis {
+	if c.disSent() && c.peerDis() {
 		// Both ends' DisConn have passed: TCP's socket is closed by now
 		// (both FINs acknowledged) and shutdown reports ENOTCONN.
 		return unix.ENOTCONN
@@ -695,7 +695,7 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 		c.wake()
 	}
 	if wr {
-		c.wrShut = true
+		c.shutWrite()
 		c.progress(now)
 		c.queueDisConn()
 		_ = c.flush()
@@ -716,7 +716,7 @@ func (c *Conn) Close(now time.Time) bool {
 	c.cancelSink(false, true)
 	c.detachRead(nil)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
-	if c.st == stFailed || c.fb != nil || (c.st != stEstablished && len(c.early) == 0) {
+	if c.phase() == stFailed || c.fb != nil || (c.phase() != stEstablished && len(c.early) == 0) {
 		c.releaseQueue()
 		c.releaseWaiter()
 		return true
@@ -727,7 +727,7 @@ func (c *Conn) Close(now time.Time) bool {
 		c.releaseWaiter()
 		return true
 	}
-	c.wrShut = true
+	c.shutWrite()
 	c.progress(now)
 	c.queueDisConn()
 	_ = c.flush()
@@ -770,7 +770,7 @@ func (c *Conn) Abort(now time.Time) {
 	}
 	c.closed = true
 	c.wake()
-	if c.st != stFailed && c.fb == nil {
+	if c.phase() != stFailed && c.fb == nil {
 		c.abort()
 	}
 	c.releaseQueue()
@@ -786,7 +786,7 @@ func (c *Conn) Abort(now time.Time) {
 func (c *Conn) Handed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st == stFailed || c.fb != nil || c.eof ||
+	return c.phase() == stFailed || c.fb != nil || c.eof ||
 		(c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
 
@@ -803,21 +803,21 @@ func (c *Conn) Settled() bool {
 }
 
 func (c *Conn) settled() bool {
-	if c.st == stFailed || c.fb != nil || c.eof {
+	if c.phase() == stFailed || c.fb != nil || c.eof {
 		return true
 	}
 	if c.qp.TxPending() > 0 || len(c.early) > 0 || c.heldLen() > 0 {
 		return false
 	}
-	if c.fc == FlowCredit && !c.disSent {
+	if c.fc == FlowCredit && !c.disSent() {
 		return c.mseq == c.peerAck // no DisConn yet: every message acknowledged
 	}
 	return c.peerQuiet()
 }
 
 func (c *Conn) finished() bool {
-	return c.st == stFailed || c.fb != nil || c.eof ||
-		(c.disSent && c.qp.TxPending() == 0 && c.peerDis && c.peerQuiet())
+	return c.phase() == stFailed || c.fb != nil || c.eof ||
+		(c.disSent() && c.qp.TxPending() == 0 && c.peerDis() && c.peerQuiet())
 }
 
 // peerQuiet says that the peer will send nothing more: it has ended its
@@ -840,7 +840,7 @@ func (c *Conn) peerQuiet() bool {
 
 // abort sends AbortConn (best effort) and fails the connection.
 func (c *Conn) abort() {
-	if c.st == stEstablished && c.credits() >= 1 {
+	if c.phase() == stEstablished && c.credits() >= 1 {
 		c.sendControl(MIDAbortConn)
 		_ = c.flush()
 	}
@@ -872,7 +872,7 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 		_ = c.flush()
 		done := c.finished()
 		settled := onSettled != nil && c.settled()
-		if !done && !finSent && c.disSent && c.qp.TxPending() == 0 && c.peerDis {
+		if !done && !finSent && c.disSent() && c.qp.TxPending() == 0 && c.peerDis() {
 			_ = unix.Shutdown(fd, unix.SHUT_WR)
 			finSent = true
 		}
@@ -931,7 +931,7 @@ func (c *Conn) RecvStalled() bool {
 	if c.rqBytes >= c.rxMax() {
 		return true
 	}
-	if c.st != stEstablished {
+	if c.phase() != stEstablished {
 		return false
 	}
 	if c.fc == FlowCredit {

@@ -30,7 +30,7 @@ func (c *Conn) progressLoop() {
 	pfd := make([]unix.PollFd, 1)
 	for {
 		c.mu.Lock()
-		if c.closed || c.st == stFailed || c.fb != nil {
+		if c.closed || c.phase() == stFailed || c.fb != nil {
 			c.async = false
 			c.mu.Unlock()
 			return
@@ -46,7 +46,7 @@ func (c *Conn) progressLoop() {
 		if c.qp.TxPending() > 0 {
 			ev |= unix.POLLOUT
 		}
-		if c.corked || (((c.st == stAwaitRequest && !c.patient) || c.st == stAwaitReply) && time.Until(c.deadline) < wait) {
+		if c.corked || (((c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply) && time.Until(c.deadline) < wait) {
 			wait = fullWait // a cork or a handshake deadline runs out on its own
 		}
 		pfd[0] = unix.PollFd{Fd: int32(c.qp.Fd()), Events: ev}

@@ -131,7 +131,7 @@ func (c *Conn) onRingData(imm []byte) error {
 // maybeAckRing tells the peer of ring space the application emptied, once
 // it is half the ring: the peer may be waiting for it.
 func (c *Conn) maybeAckRing() {
-	if c.st != stEstablished || c.ring == nil || c.peerDis {
+	if c.phase() != stEstablished || c.ring == nil || c.peerDis() {
 		return // a peer that has ended its stream writes no more
 	}
 	if c.ringFreed-c.ringAdv >= uint32(len(c.ring))/2 {
@@ -173,7 +173,7 @@ func (c *Conn) heldLen() int { return len(c.held) - c.heldOff }
 
 // drainHeld sends held bytes while the peer's ring has room.
 func (c *Conn) drainHeld() {
-	for c.heldLen() > 0 && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
+	for c.heldLen() > 0 && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
 		n := c.heldUrgent(c.heldLen()) // a held urgent byte ends the write before it
 		if n == 0 {
 			continue // it was the urgent byte, sent in a Data message
@@ -214,7 +214,7 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 	c.drainHeld()
 	sent := 0
 	if c.heldLen() == 0 {
-		for sent < total && c.st == stEstablished && c.qp.TxPending() < c.txBacklog() {
+		for sent < total && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
 			n := min(total-sent, c.ringRoom(), c.ringMsgMax())
 			if n <= 0 {
 				break
@@ -226,7 +226,7 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 			sent += n
 		}
 	}
-	if sent < total && c.st == stEstablished {
+	if sent < total && c.phase() == stEstablished {
 		room := c.txBacklog() - c.heldLen()
 		if room > 0 {
 			n := min(total-sent, room)

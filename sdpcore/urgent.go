@@ -202,10 +202,10 @@ func (c *Conn) RecvOOB(b []byte, peek bool, now time.Time) (int, error) {
 		return 0, unix.EINVAL
 	}
 	if c.urg.state == urgNotYet {
-		if c.peerDis || c.eof {
+		if c.peerDis() || c.eof {
 			return 0, nil
 		}
-		if c.st == stFailed {
+		if c.phase() == stFailed {
 			return 0, errnoOf(c.err)
 		}
 		return 0, ErrWouldBlock
@@ -268,14 +268,14 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 		return 0, nil
 	}
 	c.corked = false
-	if c.st != stEstablished || len(c.early) > 0 {
+	if c.phase() != stEstablished || len(c.early) > 0 {
 		c.drainEarly(now)
 		_ = c.flush()
-		if c.st != stEstablished || len(c.early) > 0 {
-			if c.st == stFailed {
+		if c.phase() != stEstablished || len(c.early) > 0 {
+			if c.phase() == stFailed {
 				return 0, errnoOf(c.err)
 			}
-			if c.earlyOOB > 0 || c.wrShut {
+			if c.earlyOOB > 0 || c.wrShut() {
 				return 0, ErrWouldBlock // one urgent byte waits at a time
 			}
 			// Before the connection is up (the accepting program sends
@@ -330,7 +330,7 @@ func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time, mayProgress 
 // (or the send buffer), and the byte in a Data message flagged OOB_PRES,
 // at once or, behind held bytes, from drainHeld.
 func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
-	if c.st != stEstablished || c.qp.TxPending() >= c.txBacklog() {
+	if c.phase() != stEstablished || c.qp.TxPending() >= c.txBacklog() {
 		return 0
 	}
 	c.drainHeld()

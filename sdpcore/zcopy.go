@@ -101,7 +101,7 @@ type zsink struct {
 
 func (c *Conn) zcopyOK(bufs [][]byte, flags SendFlags) bool {
 	return flags&SendWait != 0 && c.cfg.ZCopyThreshold > 0 && len(bufs) > 0 && len(bufs[0]) >= c.cfg.ZCopyThreshold &&
-		c.st == stEstablished && c.zsrc == nil && len(c.early) == 0 && c.heldLen() == 0 && !c.wrShut && !c.closed &&
+		c.phase() == stEstablished && c.zsrc == nil && len(c.early) == 0 && c.heldLen() == 0 && !c.wrShut() && !c.closed &&
 		!time.Now().Before(c.zcopyPause)
 }
 
@@ -164,7 +164,7 @@ func (c *Conn) zsrcAnswered() bool {
 	// Request, no RdmaRdCompl or SendSM. Waiting for one would hang.
 	// A detached offer outlives the descriptor: the peer may still be
 	// reading it, and what it does not read goes by buffer copy.
-	return z.read == z.n || z.sendSM || c.st != stEstablished || (c.closed && !z.detached) || c.eof
+	return z.read == z.n || z.sendSM || c.phase() != stEstablished || (c.closed && !z.detached) || c.eof
 }
 
 // zsrcTimers cancels an offer nothing of which was read within
@@ -239,7 +239,7 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 	// iwarp sends Read Responses from the region itself, unless it had to
 	// copy them because the region went before the kernel took them.
 	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
-	if c.st != stEstablished || c.closed || c.eof {
+	if c.phase() != stEstablished || c.closed || c.eof {
 		if z.read > 0 {
 			return z.read, nil
 		}
@@ -300,7 +300,7 @@ func (c *Conn) finishDetached(now time.Time) {
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
 	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
-	if rest := z.buf[z.read:]; len(rest) > 0 && c.st == stEstablished && !c.eof {
+	if rest := z.buf[z.read:]; len(rest) > 0 && c.phase() == stEstablished && !c.eof {
 		c.early = append(rest, c.early...) // before what later calls queued there
 		c.drainEarly(now)
 	}
@@ -308,10 +308,10 @@ func (c *Conn) finishDetached(now time.Time) {
 }
 
 func (c *Conn) sendErr() error {
-	if c.st == stFailed {
+	if c.phase() == stFailed {
 		return errnoOf(c.err)
 	}
-	if c.closed || c.wrShut || c.eof {
+	if c.closed || c.wrShut() || c.eof {
 		return unix.EPIPE
 	}
 	return ErrWouldBlock
@@ -369,7 +369,7 @@ func (c *Conn) onSrcAvailCancel() error {
 // and the other zero-copy messages and timers that wait for progress.
 func (c *Conn) sendPendingSM(now time.Time) {
 	c.readProgress()
-	if c.pendingSM && c.st == stEstablished && c.credits() >= 1 {
+	if c.pendingSM && c.phase() == stEstablished && c.credits() >= 1 {
 		c.pendingSM = false
 		c.sendControl(MIDSendSM)
 	}
@@ -450,7 +450,7 @@ func (c *Conn) readProgress() {
 			}
 		}
 		if !z.got {
-			if c.st != stEstablished || c.eof {
+			if c.phase() != stEstablished || c.eof {
 				// The Read will not complete: the call sees the error.
 				c.qp.Invalidate(z.rstag)
 				z.reading = false
@@ -477,7 +477,7 @@ func (c *Conn) readProgress() {
 		c.edges++
 		c.changes++
 	}
-	if c.st != stEstablished || c.credits() < 1 {
+	if c.phase() != stEstablished || c.credits() < 1 {
 		return
 	}
 	var m [rdmaRdComplLen]byte
@@ -519,7 +519,7 @@ func (c *Conn) detachRead(b []byte) int {
 }
 
 func (c *Conn) recvErr() error {
-	if c.st == stFailed {
+	if c.phase() == stFailed {
 		return errnoOf(c.err)
 	}
 	return ErrWouldBlock

@@ -84,8 +84,8 @@ func (c *Conn) zwsUsable() bool {
 // writeZCopyOK says whether a receive call may offer b by SinkAvail.
 func (c *Conn) writeZCopyOK(b []byte, flags RecvFlags) bool {
 	return c.peerWZ && flags&RecvWait != 0 && flags&(RecvPeek|RecvFill) == 0 && c.cfg.ZCopyThreshold > 0 &&
-		len(b) >= c.cfg.ZCopyThreshold && c.st == stEstablished && c.zw == nil && c.zsink == nil &&
-		c.rqBytes == 0 && !c.inMsg && !c.peerDis && !c.eof && !c.closed && c.credits() >= 2
+		len(b) >= c.cfg.ZCopyThreshold && c.phase() == stEstablished && c.zw == nil && c.zsink == nil &&
+		c.rqBytes == 0 && !c.inMsg && !c.peerDis() && !c.eof && !c.closed && c.credits() >= 2
 }
 
 // postSinkAvail registers b for the peer's RDMA Write and offers it.
@@ -123,7 +123,7 @@ func (c *Conn) recvWritePending(b []byte) (n int, err error, handled bool) {
 	if z.cancelled {
 		return 0, nil, false // its bytes, if any come, are read as data
 	}
-	if !z.done && (c.rqBytes > 0 || c.zsink != nil || c.peerDis || c.eof || c.st != stEstablished) {
+	if !z.done && (c.rqBytes > 0 || c.zsink != nil || c.peerDis() || c.eof || c.phase() != stEstablished) {
 		// Data (or its end) came another way: the source will not write
 		// into the buffer (see the stream-order rule above).
 		c.cancelSink(true, false)
@@ -161,7 +161,7 @@ func (c *Conn) cancelSink(crossed, closing bool) int {
 		return z.written
 	}
 	z.cancelled = true
-	if c.st == stEstablished && !c.eof {
+	if c.phase() == stEstablished && !c.eof {
 		switch {
 		case crossed:
 			c.qp.Invalidate(z.stag)
@@ -217,7 +217,7 @@ func (c *Conn) onSinkAvail(h BSDH) error {
 	}
 	c.sinkOut = true
 	stale := int32(h.MSeqAck()-c.dataSeq) < 0 || c.zsrc != nil || len(c.early) > 0 || c.corked || c.heldLen() > 0 ||
-		(c.fc.ring() && c.ringAcked != c.ringWr) || c.wrShut || c.closed
+		(c.fc.ring() && c.ringAcked != c.ringWr) || c.wrShut() || c.closed
 	if !stale {
 		c.zws = &zwsrc{stag: iwarp.STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: int(n),
 			dataSeq: c.dataSeq, ringWr: c.ringWr}
@@ -311,7 +311,7 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 		if c.zws != z || !c.zwsUsable() { // cancelled meanwhile
 			return 0, ErrWouldBlock
 		}
-		if c.credits() < 2 || c.st != stEstablished {
+		if c.credits() < 2 || c.phase() != stEstablished {
 			c.stats.CreditStalls++
 			c.creditStalled = true
 			return 0, ErrWouldBlock
@@ -351,7 +351,7 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 // sendPendingWZ sends the Write ZCopy control messages that wait for a
 // credit: our SinkAvailCancel and the SinkCancelAck answering the peer's.
 func (c *Conn) sendPendingWZ() {
-	if c.st != stEstablished {
+	if c.phase() != stEstablished {
 		return
 	}
 	if c.pendingCancelAck && c.credits() >= 1 {
