@@ -86,8 +86,13 @@ func TestZCopy(t *testing.T) {
 			// cancelled after the first read (zcopyCancel).
 			require.GreaterOrEqual(t, ps.ZCopyTx, uint64(256<<10))
 			require.Equal(t, ps.ZCopyTx, as.ZCopyRx)
-			// The Read Responses went out of the sender's buffer itself.
-			require.Equal(t, uint64(total)-ps.ZCopyTx, ps.UserCopiesTx-ps0.UserCopiesTx, "copies on the sending side")
+			// The Read Responses went out of the sender's buffer itself,
+			// except what the kernel had not taken yet when the offer was
+			// answered (a busy machine): iwarp copies those octets before
+			// the region goes (TxCopied), at most once each.
+			sent := ps.UserCopiesTx - ps0.UserCopiesTx
+			require.GreaterOrEqual(t, sent, uint64(total)-ps.ZCopyTx, "copies on the sending side")
+			require.LessOrEqual(t, sent, uint64(total), "copies on the sending side: at most one per byte")
 			// At most one copy per byte: iwarp's staging copy when the data
 			// was all in before placement could start, none when it read it
 			// from the socket straight into the application's buffer.
