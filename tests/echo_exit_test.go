@@ -65,14 +65,7 @@ func echoOnce(t *testing.T, shim, bin string, mode []string, seed int) {
 	got, err := cli.CombinedOutput()
 	assert.NoError(t, err)
 	assert.Equal(t, fmt.Sprintf("ok %d\n", echoBytes), string(got), "the client")
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	require.NoError(t, p.err, "%s", tail(srvOut))
-	b, err := os.ReadFile(srvOut)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), fmt.Sprintf("served %d\n", echoBytes))
+	b := p.finish(ctx, t)
+	assert.Contains(t, b, fmt.Sprintf("served %d\n", echoBytes))
 	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
 }

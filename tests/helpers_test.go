@@ -184,6 +184,20 @@ func (p *proc) stop() {
 	})
 }
 
+// finish waits for the process to end by itself, requires a clean exit, and returns its output.
+func (p *proc) finish(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatalf("%s did not finish: %v", p.name, ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(p.out))
+	b, err := os.ReadFile(p.out)
+	require.NoError(t, err)
+	return string(b)
+}
+
 // waitListening polls, without connecting, until every port has a listener.
 func (p *proc) waitListening(ctx context.Context, t *testing.T, ports ...int) {
 	t.Helper()

@@ -315,38 +315,13 @@ func TestSocketActivation(t *testing.T) {
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
 	port := freePort(t)
-	cmd := exec.CommandContext(ctx, python, "-c", socketActivatorPy, strconv.Itoa(port), "3")
-	cmd.Env = append(cleanEnv(), "ACTIVATED_PRELOAD="+shim, "SDP_STATS=1", "SDP_LOG_LEVEL=info",
+	env := append(cleanEnv(), "ACTIVATED_PRELOAD="+shim, "SDP_STATS=1", "SDP_LOG_LEVEL=info",
 		"SDP_LOG_FILE="+filepath.Join(dir, "server.%p.log"))
-	cmd.WaitDelay = 10 * time.Second
-	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "socket-activated server", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := startPython(ctx, t, "socket-activated server", env, filepath.Join(dir, "server.out"),
+		"-c", socketActivatorPy, strconv.Itoa(port), "3")
 	p.waitListening(ctx, t, port, sdpPort(port))
-	for i := 0; i < 3; i++ {
-		name := "client" + strconv.Itoa(i)
-		cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
-		cli.Env = sdpEnv(shim, filepath.Join(dir, name+".%p.log"))
-		got, err := cli.CombinedOutput()
-		require.NoError(t, err, "client %d: %s", i, got)
-		assert.Equal(t, "HELLO\n", string(got), "client %d", i)
-		assert.EqualValues(t, 1, readStats(t, dir, name).n(t, "sdp_conns"), "client %d over SDP", i)
-	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	require.NoError(t, p.err, "%s", tail(out))
+	helloClients(ctx, t, shim, dir, port, 3, "sdp_conns")
+	p.finish(ctx, t)
 	assert.Contains(t, logText(t, dir, "server"), "inherited from a socket activator")
 }
 
@@ -393,40 +368,28 @@ func TestExecWithoutLibsdp(t *testing.T) {
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
 	port := freePort(t)
-	cmd := exec.CommandContext(ctx, python, "-c", activatorPy, strconv.Itoa(port), "3")
-	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
-	cmd.WaitDelay = 10 * time.Second
-	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "activator", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := startPython(ctx, t, "activator", sdpEnv(shim, filepath.Join(dir, "server.%p.log")),
+		filepath.Join(dir, "server.out"), "-c", activatorPy, strconv.Itoa(port), "3")
 	p.waitListening(ctx, t, port, sdpPort(port))
-	for i := 0; i < 3; i++ {
+	helloClients(ctx, t, shim, dir, port, 3, "tcp_conns")
+	assert.Contains(t, p.finish(ctx, t), "SERVED")
+}
+
+// helloClients runs n preloaded helloClientPy clients in a row against port, each logging to
+// dir/client<i>.*.log: each must get its HELLO, count one connection as key says (sdp_conns or
+// tcp_conns), and never wait for a time-out.
+func helloClients(ctx context.Context, t *testing.T, shim, dir string, port, n int, key string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		name := "client" + strconv.Itoa(i)
 		cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
-		cli.Env = sdpEnv(shim, filepath.Join(dir, "client"+strconv.Itoa(i)+".%p.log"))
+		cli.Env = sdpEnv(shim, filepath.Join(dir, name+".%p.log"))
 		got, err := cli.CombinedOutput()
 		require.NoError(t, err, "client %d: %s", i, got)
 		assert.Equal(t, "HELLO\n", string(got), "client %d", i)
-		assert.EqualValues(t, 1, readStats(t, dir, "client"+strconv.Itoa(i)).n(t, "tcp_conns"), "client %d over TCP", i)
-		assert.NotContains(t, logText(t, dir, "client"+strconv.Itoa(i)), "reason=timeout", "client %d", i)
+		assert.EqualValues(t, 1, readStats(t, dir, name).n(t, key), "client %d: %s", i, key)
+		assert.NotContains(t, logText(t, dir, name), "reason=timeout", "client %d", i)
 	}
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	require.NoError(t, p.err, "%s", tail(out))
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "SERVED")
 }
 
 // pidfdServerPy accepts one connection on 127.0.0.1:argv[1] and, before using it, runs a
@@ -472,37 +435,12 @@ func TestPidfdGetfd(t *testing.T) {
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
 	port := freePort(t)
-	cmd := exec.CommandContext(ctx, python, "-c", pidfdServerPy, strconv.Itoa(port))
-	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
-	cmd.WaitDelay = 10 * time.Second
-	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "pidfd server", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := startPython(ctx, t, "pidfd server", sdpEnv(shim, filepath.Join(dir, "server.%p.log")),
+		filepath.Join(dir, "server.out"), "-c", pidfdServerPy, strconv.Itoa(port))
 	p.waitListening(ctx, t, port, sdpPort(port))
-	cli := exec.CommandContext(ctx, python, "-c", helloClientPy, strconv.Itoa(port))
-	cli.Env = sdpEnv(shim, filepath.Join(dir, "client.%p.log"))
-	got, err := cli.CombinedOutput()
-	require.NoError(t, err, "%s", got)
-	assert.Equal(t, "HELLO\n", string(got))
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	require.NoError(t, p.err, "%s", tail(out))
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), "TAKER EIO")
-	assert.Contains(t, string(b), "SERVED")
+	helloClients(ctx, t, shim, dir, port, 1, "sdp_conns")
+	out := p.finish(ctx, t)
+	assert.Contains(t, out, "TAKER EIO")
+	assert.Contains(t, out, "SERVED")
 	assert.Contains(t, logText(t, dir, "server"), "taken from another process (pidfd_getfd)")
-	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"))
 }
