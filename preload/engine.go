@@ -203,6 +203,7 @@ func detach(fd int) *sdpcore.Conn {
 func account(c *sdpcore.Conn) {
 	mu.Lock()
 	delete(lingering, c)
+	delete(settledOrIdle, c)
 	accountLocked(c)
 	mu.Unlock()
 }
@@ -375,7 +376,7 @@ func flushAtExit(max time.Duration) {
 		mu.Lock()
 		var waiting *sdpcore.Conn
 		for c := range lingering {
-			if !c.Settled() {
+			if !settledOrIdle[c] && !c.Settled() {
 				waiting = c
 				break
 			}
@@ -431,7 +432,14 @@ func closeConn(fd int) {
 	logConn(fd, c, "closing")
 	settling(+1)
 	var once sync.Once
-	settled := func() { once.Do(func() { settling(-1) }) }
+	settled := func() {
+		once.Do(func() {
+			mu.Lock()
+			settledOrIdle[c] = true
+			mu.Unlock()
+			settling(-1)
+		})
+	}
 	goSafe(func() {
 		defer account(c)
 		defer settled()
@@ -442,6 +450,11 @@ func closeConn(fd int) {
 // settling tells the shim of closed connections whose sockets must stay
 // open a while (struct sdp_engine_config's settling).
 var settling = func(int) {}
+
+// settledOrIdle holds the lingering connections that are settled, or whose
+// peer stopped acknowledging (sdpcore.SettleIdle): an exit waits no longer
+// for them. Guarded by mu.
+var settledOrIdle = map[*sdpcore.Conn]bool{}
 
 // lingerZero reports whether the application set SO_LINGER {1, 0} on fd.
 func lingerZero(fd int) bool {

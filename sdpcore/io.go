@@ -786,9 +786,19 @@ func (c *Conn) Abort(now time.Time) {
 func (c *Conn) Handed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.handed()
+}
+
+func (c *Conn) handed() bool {
 	return c.phase() == stFailed || c.fb != nil || c.eof ||
 		(c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
+
+// SettleIdle is how long a closed connection whose bytes are all in the
+// kernel waits for an acknowledgement of the peer's before it counts as
+// settled anyway: a peer that does not read would otherwise hold an exiting
+// process for the whole exit bound, and TCP would not wait for it either.
+const SettleIdle = 500 * time.Millisecond
 
 // Settled reports whether a closed connection's socket may be closed by
 // the process's end without costing the peer a byte: everything ours is in
@@ -864,6 +874,7 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 	c.releaseWaiter()
 	c.mu.Unlock()
 	finSent := false
+	lastRx, lastMove := uint64(0), time.Now()
 	for {
 		now := time.Now()
 		c.mu.Lock()
@@ -871,7 +882,10 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 		c.queueDisConn()
 		_ = c.flush()
 		done := c.finished()
-		settled := onSettled != nil && c.settled()
+		if c.stats.MsgsRx != lastRx || !c.handed() {
+			lastRx, lastMove = c.stats.MsgsRx, now
+		}
+		settled := onSettled != nil && (c.settled() || now.Sub(lastMove) >= SettleIdle)
 		if !done && !finSent && c.disSent() && c.qp.TxPending() == 0 && c.peerDis() {
 			_ = unix.Shutdown(fd, unix.SHUT_WR)
 			finSent = true
@@ -892,6 +906,9 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 		ms := int(until.Sub(now) / time.Millisecond)
 		if ms > 1000 {
 			ms = 1000
+		}
+		if onSettled != nil && ms > int(SettleIdle/time.Millisecond)/5 {
+			ms = int(SettleIdle/time.Millisecond) / 5 // look again for SettleIdle
 		}
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		_, _ = unix.Poll(pfd, ms+1)
