@@ -4217,6 +4217,11 @@ EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *x, const struct times
  * connection's eventfd, also in the set). epoll_wait asks the
  * engine about every registered SDP descriptor, then waits in the kernel,
  * and turns tagged kernel events into a fresh question to the engine.
+ * The eventfd joins the set at the first look, whatever is ready then: the
+ * socket's edge alone is not enough, since an engine goroutine (async
+ * progress, the flush of queued bytes) may read the arrival before
+ * epoll_wait collects it, and the kernel drops an edge whose socket has
+ * nothing to report by then.
  */
 
 #define EP_TAG 0x5d9f000000000000ULL

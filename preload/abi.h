@@ -102,7 +102,9 @@ typedef int64_t (*sdp_sendv_flags_fn)(int fd, const struct iovec *iov, int iovcn
  * the kernel events to wait for on fd and in *timeout_ms how long at most
  * (-1: no limit) before asking again. When nothing wanted is ready, *efd is
  * an eventfd to wait on too (POLLIN): it fires when another thread's call
- * changed the connection (it may have read the bytes this thread waits for). */
+ * changed the connection (it may have read the bytes this thread waits for).
+ * A caller that passes neither flag below gets *efd whatever is ready: an
+ * edge-triggered waiter waits for what is new, not for what is ready. */
 typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *efd, uint32_t *edges);
 /* Flags for sdp_poll's want. The eventfd is rung only while a thread
  * sleeps on it: SDP_POLL_SLEEP says the caller will sleep on *efd when

@@ -206,9 +206,14 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 		return C.int(result(int(fd), c, 0, err))
 	}
 	*wait = C.int(w)
-	if ready&sdpcore.Events(want) == 0 {
-		*efd = C.int(waiter)
-	}
+	// A sleeper gets the eventfd only when it sleeps (PollWait returns -1
+	// otherwise). A caller that passes neither flag (epoll) gets it even
+	// when something it wants is ready: an edge-triggered registration
+	// waits for what it has not been told yet (room to send, while the
+	// peer's end of stream stays readable), and the change that brings it
+	// may be made by the progress goroutine, whose read of the socket
+	// leaves the kernel's edge on it with nothing to report.
+	*efd = C.int(waiter)
 	if !deadline.IsZero() {
 		ms := deadline.Sub(now).Milliseconds() + 1
 		if ms < 0 {

@@ -1,0 +1,72 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// etoutBytes is what the server of TestEdgeTriggeredOut writes.
+const etoutBytes = 16000000
+
+// TestEdgeTriggeredOut: a server registered edge triggered for EPOLLIN, EPOLLOUT and EPOLLRDHUP
+// whose client has ended its stream (so EPOLLIN and EPOLLRDHUP stay ready, reported once) writes
+// until EAGAIN and waits for EPOLLOUT, again and again, while the client reads
+// (tests/c/etout.c), both preloaded, in every flow control and progress mode: every wait ends
+// with EPOLLOUT, as over TCP. The room comes back as input (credit updates, ring
+// acknowledgements) that the engine's own goroutine (asynchronous progress, or the one that
+// sends queued bytes) may take off the socket before the waiting epoll_wait looks at it, which
+// then finds the socket's edge with nothing to report: the set must be woken by the
+// connection's eventfd, which it had only been given while nothing it asked for was ready
+// (the server of TestEchoAtExit stalled so, 1 run in 4 with asynchronous progress).
+func TestEdgeTriggeredOut(t *testing.T) {
+	shim, ctx := setup(t)
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "etout")
+	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-o", bin,
+		filepath.Join(root, "tests", "c", "etout.c")).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, flow := range []string{"credit", "rdma", "nic", "transport"} {
+		for _, progress := range []string{"inline", "async"} {
+			mode := []string{"SDP_FLOW_CONTROL=" + flow, "SDP_PROGRESS=" + progress}
+			t.Run(strings.Join([]string{flow, progress}, "-"), func(t *testing.T) {
+				etoutOnce(t, shim, bin, mode)
+			})
+		}
+	}
+}
+
+func etoutOnce(t *testing.T, shim, bin string, mode []string) {
+	_, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	port := freePort(t)
+	srvOut := filepath.Join(dir, "server.out")
+	n := strconv.Itoa(etoutBytes)
+	p := startProg(ctx, t, "etout server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), mode...),
+		srvOut, bin, "server", strconv.Itoa(port), n)
+	p.waitListening(ctx, t, port, sdpPort(port))
+	cli := exec.CommandContext(ctx, bin, "client", strconv.Itoa(port), n)
+	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), mode...)
+	got, err := cli.CombinedOutput()
+	assert.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("ok %d\n", etoutBytes), string(got), "the client")
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	require.NoError(t, p.err, "%s", tail(srvOut))
+	b, err := os.ReadFile(srvOut)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), fmt.Sprintf("served %d ", etoutBytes), "the server")
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
+}
