@@ -31,18 +31,22 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # count prints the number of whitespace-separated words on stdin.
 count() { wc -w | tr -d ' '; }
 
-# tsk runs tshark on a capture with the RPC-over-RDMA heuristic off (it claims short Sends).
+# tsk runs tshark on a capture with the RPC-over-RDMA heuristic off (it claims short Sends) and
+# TCP's heuristic dissectors (MPA's) tried before those registered on a port: the kernel picks
+# the connections' ports, and one can be another protocol's (34980 is EtherCAT's, which took a
+# whole connection once).
+TSHARK_OPTS=(--disable-heuristic rpcrdma_iwarp -o tcp.try_heuristic_first:TRUE)
 tsk() {
 	local cap=$1
 	shift
-	tshark -n -r "$cap" --disable-heuristic rpcrdma_iwarp "$@" 2>/dev/null
+	tshark -n -r "$cap" "${TSHARK_OPTS[@]}" "$@" 2>/dev/null
 }
 
 # tsk_err is tsk with tshark's errors shown (less its warning about running as root).
 tsk_err() {
 	local cap=$1
 	shift
-	tshark -n -r "$cap" --disable-heuristic rpcrdma_iwarp "$@" 2> >(grep -v '^Running as user' >&2)
+	tshark -n -r "$cap" "${TSHARK_OPTS[@]}" "$@" 2> >(grep -v '^Running as user' >&2)
 }
 
 # analyze CAP SDPPORT [DROPPED]: decodes a capture with tshark, prints the counts and appends
