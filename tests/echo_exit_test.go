@@ -5,11 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // echoBytes is what the client of TestEchoAtExit streams and must get back.
@@ -25,23 +23,13 @@ const echoBytes = 8000000
 // TestEdgeTriggeredOut).
 func TestEchoAtExit(t *testing.T) {
 	shim, ctx := setup(t)
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "etecho")
-	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-o", bin,
-		filepath.Join(root, "tests", "c", "etecho.c")).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	seed := 1
-	for _, flow := range []string{"credit", "rdma", "nic", "transport"} {
-		for _, buffering := range []string{"integrated", "separate"} {
-			for _, progress := range []string{"inline", "async"} {
-				mode := []string{"SDP_FLOW_CONTROL=" + flow, "SDP_BUFFERING=" + buffering, "SDP_PROGRESS=" + progress}
-				seed++
-				t.Run(strings.Join([]string{flow, buffering, progress}, "-"), func(t *testing.T) {
-					echoOnce(t, shim, bin, mode, seed)
-				})
-			}
-		}
+	bin := buildTestC(ctx, t, "etecho.c")
+	names, envs := flowProgressModes(true)
+	for i, name := range names {
+		mode, seed := envs[i], i+2
+		t.Run(name, func(t *testing.T) {
+			echoOnce(t, shim, bin, mode, seed)
+		})
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,19 +27,13 @@ const etoutBytes = 16000000
 // (the server of TestEchoAtExit stalled so, 1 run in 4 with asynchronous progress).
 func TestEdgeTriggeredOut(t *testing.T) {
 	shim, ctx := setup(t)
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "etout")
-	out, err := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-o", bin,
-		filepath.Join(root, "tests", "c", "etout.c")).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	for _, flow := range []string{"credit", "rdma", "nic", "transport"} {
-		for _, progress := range []string{"inline", "async"} {
-			mode := []string{"SDP_FLOW_CONTROL=" + flow, "SDP_PROGRESS=" + progress}
-			t.Run(strings.Join([]string{flow, progress}, "-"), func(t *testing.T) {
-				etoutOnce(t, shim, bin, mode)
-			})
-		}
+	bin := buildTestC(ctx, t, "etout.c")
+	names, envs := flowProgressModes(false)
+	for i, name := range names {
+		mode := envs[i]
+		t.Run(name, func(t *testing.T) {
+			etoutOnce(t, shim, bin, mode)
+		})
 	}
 }
 

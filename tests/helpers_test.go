@@ -184,6 +184,41 @@ func (p *proc) stop() {
 	})
 }
 
+// buildTestC compiles tests/c/src (with libs) into the test's temporary directory and returns
+// the program's path.
+func buildTestC(ctx context.Context, t *testing.T, src string, libs ...string) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c"))
+	args := append([]string{"-O2", "-Wall", "-D_GNU_SOURCE", "-o", bin, filepath.Join(root, "tests", "c", src)}, libs...)
+	out, err := exec.CommandContext(ctx, "gcc", args...).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return bin
+}
+
+// flowProgressModes are the environments of every flow-control and progress mode, each with
+// its name, with buffering too when withBuffering.
+func flowProgressModes(withBuffering bool) (names []string, envs [][]string) {
+	bufferings := []string{""}
+	if withBuffering {
+		bufferings = []string{"integrated", "separate"}
+	}
+	for _, flow := range []string{"credit", "rdma", "nic", "transport"} {
+		for _, buffering := range bufferings {
+			for _, progress := range []string{"inline", "async"} {
+				name, env := []string{flow}, []string{"SDP_FLOW_CONTROL=" + flow}
+				if buffering != "" {
+					name, env = append(name, buffering), append(env, "SDP_BUFFERING="+buffering)
+				}
+				names = append(names, strings.Join(append(name, progress), "-"))
+				envs = append(envs, append(env, "SDP_PROGRESS="+progress))
+			}
+		}
+	}
+	return names, envs
+}
+
 // finish waits for the process to end by itself, requires a clean exit, and returns its output.
 func (p *proc) finish(ctx context.Context, t *testing.T) string {
 	t.Helper()

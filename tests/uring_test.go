@@ -39,12 +39,7 @@ func TestLiburing(t *testing.T) {
 // kernel's own answer the program's lines are checked against).
 func ringEqualsTCP(t *testing.T, src string, libs []string, sure string, conns int64) {
 	shim, ctx := setup(t)
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c"))
-	args := append([]string{"-O2", "-Wall", "-D_GNU_SOURCE", "-o", bin, filepath.Join(root, "tests", "c", src)}, libs...)
-	out, err := exec.CommandContext(ctx, "gcc", args...).CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := buildTestC(ctx, t, src, libs...)
 
 	run := func(env []string, ring string) string {
 		cmd := exec.CommandContext(ctx, bin, strconv.Itoa(freePort(t)), ring)
