@@ -1,4 +1,4 @@
-/* The C ABI between the preload shim (shim.c, build/libsdp.so) and the Go
+/* The C ABI between the preload shim (shim.c and shim/, build/libsdp.so) and the Go
  * engine (build/libsdp-engine.so, loaded with dlopen on first SDP use).
  *
  * Every call takes the application's descriptor, which is the connection's
@@ -69,7 +69,7 @@ struct sdp_engine_config {
 	 * the shim only notes it); the result is 1 when no application thread
 	 * is inside the engine to send SIGURG on its way out, and an engine
 	 * thread must then call again with fd = -1 once nothing is locked.
-	 * fd = -1: send SIGURG for the noted marks (see shim.c). */
+	 * fd = -1: send SIGURG for the noted marks (see shim/urgent.c). */
 	int (*urgent)(int fd);
 	/* delta +1: a closed connection's socket stays open until the peer has
 	 * everything and will send nothing more; -1: it has (Settled in

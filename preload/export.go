@@ -1,5 +1,5 @@
 // Command preload is the libsdp engine: a Go c-shared library that the
-// preload shim (shim.c) loads on first SDP use. This file holds every
+// preload shim (shim.c, shim/) loads on first SDP use. This file holds every
 // function the shim calls; they take and return plain integers and never
 // hand Go pointers to C. A panic inside becomes a connection error.
 package main

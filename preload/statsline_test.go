@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,39 +48,47 @@ func TestStatsLineFields(t *testing.T) {
 	}
 }
 
-// shimDefaultRe finds the interposer's all-zero engine line in shim.c: the
+// shimDefaultRe finds the interposer's all-zero engine line in the shim: the
 // initial value of eng_line, two adjacent string literals.
 var shimDefaultRe = regexp.MustCompile(`eng_line\[\d+\]\s*=\s*((?:"[^"]*"\s*)+);`)
 
-// TestShimDefaultStatsLine checks that the line shim.c prints when the
+// TestShimDefaultStatsLine checks that the line the shim prints when the
 // engine is not loaded names the engine's counters, in the engine's order.
 // It carries only the first of them (sdp_conns through payload_rx); a key
 // it has that the engine's line lacks, or one out of order, fails.
 func TestShimDefaultStatsLine(t *testing.T) {
-	src, err := os.ReadFile("../shim.c")
+	files, err := filepath.Glob("../shim/*.c")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var src []byte
+	for _, f := range append(files, "../shim.c") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
 	m := shimDefaultRe.FindSubmatch(src)
 	if m == nil {
-		t.Fatal("no eng_line default in shim.c")
+		t.Fatal("no eng_line default in the shim (shim.c, shim/*.c)")
 	}
 	line := strings.Join(regexp.MustCompile(`"([^"]*)"`).FindAllString(string(m[1]), -1), "")
 	line = strings.ReplaceAll(line, `"`, "")
 	keys := lineKeys(line)
 	names := fieldNames()
 	if len(keys) == 0 || len(keys) > len(names) {
-		t.Fatalf("shim.c's default line %q", line)
+		t.Fatalf("the shim's default line %q", line)
 	}
 	for i, k := range keys {
 		if k != names[i] {
-			t.Fatalf("shim.c's default line has %s at position %d where the engine's has %s:\n  shim:   %s\n  engine: %s",
+			t.Fatalf("the shim's default line has %s at position %d where the engine's has %s:\n  shim:   %s\n  engine: %s",
 				k, i, names[i], strings.Join(keys, " "), strings.Join(names, " "))
 		}
 	}
 	for _, kv := range strings.Fields(line) {
 		if !strings.HasSuffix(kv, "=0") {
-			t.Errorf("shim.c's default line: %s is not zero", kv)
+			t.Errorf("the shim's default line: %s is not zero", kv)
 		}
 	}
 }

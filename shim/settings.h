@@ -2,7 +2,7 @@
  * go test ./internal/settings -run TestCHeader -update writes it again.
  *
  * The settings the shim reads from its environment, with the defaults and
- * ranges of the one table; shim.c's setting_parse is the grammar
+ * ranges of the one table; shim/config.c's setting_parse is the grammar
  * (internal/settings, package comment). */
 #ifndef SDP_SHIM_SETTINGS_H
 #define SDP_SHIM_SETTINGS_H

@@ -1,4 +1,4 @@
-/* What shim/uring.c asks of shim.c about a descriptor. */
+/* What shim/uring.c asks of the rest of the shim about a descriptor. */
 #ifndef LIBSDP_SHIM_URING_H
 #define LIBSDP_SHIM_URING_H
 
@@ -10,7 +10,7 @@ void shim_connect_tcp_only(int fd);
 void shim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void uring_forget(int fd);
 int uring_watched(void); /* any ring seen */
-int pidfd_getfd(int pidfd, int targetfd, unsigned int flags); /* shim.c's */
+int pidfd_getfd(int pidfd, int targetfd, unsigned int flags); /* shim/passfd.c */
 int shim_keep_fd(int fd);
 long shim_syscall7(long n, long a, long b, long c, long d, long e, long f);
 

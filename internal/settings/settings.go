@@ -4,7 +4,7 @@
 // Both languages follow it. The engine (sdpcore, preload) and sdpstat parse
 // through Parse; the shim parses through shim/settings.h, which CHeader
 // generates from this table (TestCHeader fails when the checked-in header
-// is stale), with the same grammar written once in C (shim.c,
+// is stale), with the same grammar written once in C (shim/config.c,
 // setting_parse). tests/settings_test.go feeds the same inputs to both and
 // holds the README's table to this one.
 //
@@ -46,7 +46,7 @@ type Reader uint8
 
 // Readers, or'ed together in Setting.Readers.
 const (
-	Shim    Reader = 1 << iota // shim.c, when the process starts
+	Shim    Reader = 1 << iota // the shim (shim/config.c), when the process starts
 	Engine                     // the Go engine, when it loads
 	Sdpstat                    // sdpstat, from another process's environment
 )

@@ -11,7 +11,7 @@ type Field struct {
 
 // LineFields are the keys of the engine's statistics line, in its order.
 // The line's format string (preload) and the interposer's all-zero line,
-// printed when the engine is not loaded (shim.c), must agree with this
+// printed when the engine is not loaded (shim/exec.c), must agree with this
 // list; preload's tests check both.
 var LineFields = []Field{
 	{Name: "sdp_conns", Meaning: "connections that ran over SDP"},

@@ -1,0 +1,195 @@
+/* shim/engine.c: loading the Go engine, once per process. */
+#include "shim.h"
+
+/* ---- the engine ------------------------------------------------------ */
+
+/* Calls of the application into the engine go through eng; a function
+ * added here gets a counting wrapper in urg_wrap (SIGURG). */
+
+struct shim_engine eng;
+
+pid_t engine_pid;   /* process that loaded the engine, 0: none */
+int engine_failed;
+static pthread_mutex_t engine_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int engine_path(char *out, size_t n)
+{
+	const char *env = setting_text(SET_ENGINE);
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return 0;
+	}
+	Dl_info info;
+	if (!dladdr((void *)engine_path, &info) || !info.dli_fname)
+		return -1;
+	const char *slash = strrchr(info.dli_fname, '/');
+	if (!slash)
+		snprintf(out, n, "./libsdp-engine.so");
+	else
+		snprintf(out, n, "%.*s/libsdp-engine.so", (int)(slash - info.dli_fname), info.dli_fname);
+	return 0;
+}
+
+/* engine_fd is the engine's file, opened when the process made a listener:
+ * a server that drops privileges after listen() (nginx's, PostgreSQL's and
+ * memcached's workers) may no longer reach the engine's path (a build tree
+ * in a home directory of mode 0700), but loads it through this descriptor. */
+static int engine_fd = -1;
+
+void hold_engine(void)
+{
+	pthread_mutex_lock(&engine_mu);
+	char path[PATH_MAX];
+	if (engine_fd < 0 && engine_pid != getpid() && engine_path(path, sizeof path) == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			engine_fd = move_high(fd);
+			keep_open(engine_fd);
+		}
+	}
+	pthread_mutex_unlock(&engine_mu);
+}
+
+/* open_fds records which descriptors are open now. */
+static void open_fds(uint64_t *set)
+{
+	memset(set, 0, FD_MAX / 8);
+	int d = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d < 0)
+		return;
+	char buf[4096];
+	for (;;) {
+		long n = syscall(SYS_getdents64, d, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *de = (void *)(buf + off);
+			int fd = atoi(de->name);
+			if (de->name[0] >= '0' && de->name[0] <= '9' && fd < FD_MAX)
+				set[fd / 64] |= 1ull << (fd % 64);
+			off += de->reclen;
+		}
+	}
+	real.close(d);
+}
+
+/* protect_new_fds marks the descriptors the Go runtime opened while it
+ * started and keeps (the cgroup files it re-reads, its poller's epoll and
+ * eventfd, which the engine starts during its init): an application that
+ * closes every descriptor it does not know must not take them away, or the
+ * runtime would abort the whole program. */
+static void protect_new_fds(const uint64_t *before)
+{
+	uint64_t after[FD_MAX / 64];
+	open_fds(after);
+	for (int i = 0; i < FD_MAX / 64; i++) {
+		uint64_t added = after[i] & ~before[i];
+		for (int b = 0; added; b++, added >>= 1) {
+			if (!(added & 1) || ours(i * 64 + b))
+				continue;
+			/* Only what is surely the runtime's: another thread of the
+			 * application may have opened descriptors meanwhile. */
+			char link[64], target[128];
+			snprintf(link, sizeof link, "/proc/self/fd/%d", i * 64 + b);
+			ssize_t n = readlink(link, target, sizeof target - 1);
+			if (n > 0 && (target[n] = 0, !strncmp(target, "/sys/fs/cgroup/", 15) ||
+				      !strcmp(target, "anon_inode:[eventpoll]") || !strcmp(target, "anon_inode:[eventfd]")))
+				entry_new(i * 64 + b, K_ENGINE, 0);
+		}
+	}
+}
+
+/* my_pid is getpid() without the system call, for the data path's "is this
+ * connection driven by this process's engine?" test. It is set at load and
+ * after fork (pthread_atfork); a vfork child, which shares it with its
+ * parent, may only exec or _exit and makes no data calls. */
+pid_t cached_pid;
+
+int load_engine(void)
+{
+	pid_t me = getpid(); /* not my_pid(): a child forked around libc must not use its parent's engine */
+	if (engine_pid == me)
+		return 0;
+	if (!engine_usable_by(me))
+		return -1;
+	pthread_mutex_lock(&engine_mu);
+	int rc = 0;
+	if (engine_pid != getpid()) {
+		char path[PATH_MAX] = "";
+		void *h = NULL;
+		uint64_t before[FD_MAX / 64];
+		open_fds(before);
+		/* SIGURG stays the application's: the Go runtime installs its own
+		 * handler (its preemption signal, unused with asyncpreemptoff=1),
+		 * which would swallow it, so the disposition is put back after
+		 * the runtime has started; and its threads inherit SIGURG blocked
+		 * from this one, so that a SIGURG for the process never runs the
+		 * application's handler on a Go thread. */
+		struct sigaction urg_act;
+		sigset_t urg_set, urg_mask;
+		sigemptyset(&urg_set);
+		sigaddset(&urg_set, SIGURG);
+		sigaction(SIGURG, NULL, &urg_act);
+		pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
+		if (engine_fd >= 0) {
+			char held[64];
+			snprintf(held, sizeof held, "/proc/self/fd/%d", engine_fd);
+			h = dlopen(held, RTLD_NOW | RTLD_LOCAL);
+			if (!h)
+				logmsg(1, "cannot load the SDP engine through fd %d (%s); trying its path", engine_fd, dlerror());
+		}
+		if (!h && engine_path(path, sizeof path) == 0)
+			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+		if (h) {
+			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
+			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
+			eng.sendv = (sdp_sendv_fn)dlsym(h, "sdp_sendv");
+			eng.sendv_flags = (sdp_sendv_flags_fn)dlsym(h, "sdp_sendv_flags");
+			eng.recvv = (sdp_recvv_fn)dlsym(h, "sdp_recvv");
+			eng.poll = (sdp_poll_fn)dlsym(h, "sdp_poll");
+			eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
+			eng.close = (sdp_close_fn)dlsym(h, "sdp_close");
+			eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
+			eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
+			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
+			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
+			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
+			eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
+			eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
+			eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
+		}
+		struct sdp_engine_config ec = {
+			.abi_version = SDP_ABI_VERSION,
+			.log_fd = cfg.log_fd,
+			.log_level = cfg.log_level,
+			.markers = cfg.markers,
+			.crc = cfg.crc,
+			.marker_spacing = cfg.marker_spacing,
+			.buf_size = cfg.buf_size,
+			.recv_bufs = cfg.recv_bufs,
+			.connect_timeout_ms = cfg.connect_timeout_ms,
+			.snapshot = shim_snapshot,
+			.fpdu_align = cfg.fpdu_align,
+			.own_fd = shim_own_fd,
+			.urgent = shim_urgent,
+			.settling = shim_settling,
+		};
+		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
+		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
+		    !eng.shutdown || !eng.close || !eng.stats || !eng.dup || !eng.query || !eng.take_early || eng.init(&ec) != 0) {
+			logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
+			engine_failed = 1;
+			rc = -1;
+		} else {
+			urg_wrap();
+			engine_pid = getpid();
+		}
+		sigaction(SIGURG, &urg_act, NULL);
+		pthread_sigmask(SIG_SETMASK, &urg_mask, NULL);
+		if (h)
+			protect_new_fds(before);
+	}
+	pthread_mutex_unlock(&engine_mu);
+	return rc;
+}

@@ -1,0 +1,493 @@
+/* shim/epoll.c: epoll. */
+#include "shim.h"
+
+/* ---- hooks: epoll ---------------------------------------------------------
+ *
+ * The application's epoll instance stays a kernel one. Kernel descriptors,
+ * TCP sockets and listeners (with their hidden SDP listener, registered with
+ * the same data) are left to the kernel. An SDP connection's readiness lives
+ * in the engine, so it is registered here (struct epreg) and its socket is
+ * put into the kernel set edge-triggered for input with a tagged data word,
+ * only to wake epoll_wait when bytes arrive (credits, too, arrive as input;
+ * room in a full socket is found by the engine, which rings the
+ * connection's eventfd, also in the set). epoll_wait asks the
+ * engine about every registered SDP descriptor, then waits in the kernel,
+ * and turns tagged kernel events into a fresh question to the engine.
+ * The eventfd joins the set at the first look, whatever is ready then: the
+ * socket's edge alone is not enough, since an engine goroutine (async
+ * progress, the flush of queued bytes) may read the arrival before
+ * epoll_wait collects it, and the kernel drops an edge whose socket has
+ * nothing to report by then.
+ */
+
+int epset_count(struct epset *ep)
+{
+	return ep->n;
+}
+
+static uint64_t ep_tag(int fd, uint32_t gen)
+{
+	return EP_TAG | ((uint64_t)gen << 16) | (uint16_t)fd;
+}
+
+void epset_clear(struct fdent *e)
+{
+	struct epset *ep = e->ep;
+	if (!ep)
+		return;
+	pthread_mutex_lock(&ep->mu);
+	ep->n = 0;
+	pthread_mutex_unlock(&ep->mu);
+}
+
+static struct epset *epset_of(int epfd)
+{
+	struct fdent *e = ours(epfd);
+	if (!e || atomic_load(&e->kind) != K_EPOLL)
+		return NULL;
+	return e->ep;
+}
+
+static int track_epoll(int fd)
+{
+	if (fd < 0)
+		return fd;
+	struct fdent *e = entry_new(fd, K_EPOLL, 0);
+	if (e && !e->ep) {
+		struct epset *ep = calloc(1, sizeof *ep);
+		if (ep) {
+			pthread_mutex_init(&ep->mu, NULL);
+			e->ep = ep;
+		}
+	}
+	if (e && !e->ep)
+		atomic_store(&e->kind, K_NONE);
+	return fd;
+}
+
+EXPORT int epoll_create(int size)
+{
+	need_real();
+	return track_epoll(real.epoll_create(size));
+}
+
+EXPORT int epoll_create1(int flags)
+{
+	need_real();
+	return track_epoll(real.epoll_create1(flags));
+}
+
+static struct epreg *epreg_find(struct epset *ep, int fd)
+{
+	for (int i = 0; i < ep->n; i++)
+		if (ep->regs[i].fd == fd)
+			return &ep->regs[i];
+	return NULL;
+}
+
+static void epreg_remove(struct epset *ep, struct epreg *r)
+{
+	*r = ep->regs[--ep->n];
+}
+
+/* is_sdp_conn says whether epoll registrations of fd are kept here: SDP
+ * connections, and sockets that may still become one (a registration made
+ * before connect() must follow the socket onto SDP). */
+static int is_sdp_conn(int k)
+{
+	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING || k == K_CAND || k == K_EPOLL;
+}
+
+EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	struct fdent *e = ours(fd);
+	if (!ep || !e)
+		return real.epoll_ctl(epfd, op, fd, ev);
+	int k = atomic_load(&e->kind);
+	if (k == K_LISTEN) {
+		int r = real.epoll_ctl(epfd, op, fd, ev);
+		if (r == 0 && e->hidden >= 0) {
+			struct epoll_event hev = { 0 };
+			if (ev) {
+				hev = *ev;
+				hev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+			}
+			real.epoll_ctl(epfd, op, e->hidden, op == EPOLL_CTL_DEL ? NULL : &hev);
+		}
+		return r;
+	}
+	pthread_mutex_lock(&ep->mu);
+	struct epreg *r = epreg_find(ep, fd);
+	if (r && r->gen != atomic_load(&e->gen)) {
+		epreg_remove(ep, r); /* a registration of a closed descriptor */
+		r = NULL;
+	}
+	int rc = 0, err = 0;
+	if (!is_sdp_conn(k) && !(k == K_TCP && atomic_load(&e->sk_err)) && !r) {
+		pthread_mutex_unlock(&ep->mu);
+		return real.epoll_ctl(epfd, op, fd, ev);
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (r) {
+			err = EEXIST;
+			break;
+		}
+		if (!ev) {
+			err = EFAULT;
+			break;
+		}
+		if (ep->n == ep->cap) {
+			int cap = ep->cap ? ep->cap * 2 : 16;
+			struct epreg *nr = realloc(ep->regs, sizeof *nr * cap);
+			if (!nr) {
+				err = ENOMEM;
+				break;
+			}
+			ep->regs = nr;
+			ep->cap = cap;
+		}
+		uint32_t gen = atomic_load(&e->gen);
+		struct epoll_event kev = { .events = EP_KBASE, .data.u64 = ep_tag(fd, gen) };
+		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0) {
+			err = errno;
+			break;
+		}
+		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
+						    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
+		break;
+	case EPOLL_CTL_MOD:
+		if (!r) {
+			err = ENOENT;
+			break;
+		}
+		if (!ev) {
+			err = EFAULT;
+			break;
+		}
+		r->events = ev->events;
+		r->data = ev->data;
+		r->disabled = 0;
+		r->last = 0;
+		r->kfired = 1;
+		break;
+	case EPOLL_CTL_DEL:
+		if (!r) {
+			err = ENOENT;
+			break;
+		}
+		if (r->efd >= 0)
+			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
+		epreg_remove(ep, r);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		break;
+	default:
+		err = EINVAL;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	if (err) {
+		errno = err;
+		rc = -1;
+	}
+	return rc;
+}
+
+/* tcp_ready: the events of a plain TCP socket with a pending error (POLLERR,
+ * as the kernel shows its own), or one reported: it stays in the emulated
+ * set, where edge-triggered waiters see no new edge (handed to the kernel's
+ * set, it would be reported once more); -1 (for the kernel's set) when it
+ * has none. */
+int tcp_ready(int fd, struct fdent *e, short want, uint32_t *edges)
+{
+	int err = atomic_load(&e->sk_err) != 0;
+	if (!err && !atomic_load(&e->reset_told))
+		return -1;
+	*edges = 0; /* no more arrivals on a connection that is over */
+	struct pollfd p = { .fd = fd, .events = want };
+	real.poll(&p, 1, 0);
+	return p.revents | (err ? POLLERR : 0);
+}
+
+/* sdp_ready returns the poll events ready on an SDP connection, driving it
+ * (attach, finishing a connect, falling back) as poll_emulated does. It
+ * returns -1 when the descriptor has become a plain TCP socket. */
+static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, int *efd, uint32_t *edges)
+{
+	*kwait = 0;
+	*tmo = -1;
+	*efd = -1;
+	*edges = 0;
+	int k = atomic_load(&e->kind);
+	if (k == K_EPOLL) { /* an epoll set inside this one */
+		if (e->ep && epoll_peek(e->ep))
+			return POLLIN;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		return real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+	}
+	if (k == K_CAND) { /* not decided yet: the kernel socket tells */
+		struct pollfd p = { .fd = fd, .events = want };
+		return real.poll(&p, 1, 0) > 0 ? p.revents : 0;
+	}
+	if (k == K_CONNECTING) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		if (real.poll(&p, 1, 0) <= 0 || !resolve_connecting(fd, e, p.revents))
+			return 0;
+		k = atomic_load(&e->kind);
+	}
+	if (k == K_TCP)
+		return tcp_ready(fd, e, want, edges);
+	if (k == K_LISTEN)
+		return -1;
+	if (k == K_ACTIVE || k == K_PASSIVE) {
+		if (attach(fd, e) < 0)
+			return POLLERR;
+		k = atomic_load(&e->kind);
+		if (k == K_TCP)
+			return tcp_ready(fd, e, want, edges);
+	}
+	if (k != K_SDP)
+		return POLLNVAL;
+	if (e->engine_pid != my_pid())
+		return POLLERR | POLLHUP;
+	int r = e->lowat > 1 && (want & POLLIN) ? lowat_poll(fd, e->lowat, want, kwait, tmo, efd, edges)
+						: eng.poll(fd, want, kwait, tmo, efd, edges);
+	if (r <= -SDP_FALLBACK) {
+		fallback(fd, e, reason_of(r));
+		return tcp_ready(fd, e, want, edges);
+	}
+	return r < 0 ? POLLERR : r;
+}
+
+/* epoll_scan collects the ready SDP registrations into out. */
+static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int max, int *tmo)
+{
+	int n = 0;
+	pthread_mutex_lock(&ep->mu);
+	urg_hold++; /* SIGURG after the unlock */
+	for (int i = 0; i < ep->n && n < max; i++) {
+		struct epreg *r = &ep->regs[i];
+		struct fdent *e = ours(r->fd);
+		if (!e || atomic_load(&e->gen) != r->gen) {
+			epreg_remove(ep, r); /* closed: the kernel dropped its part */
+			i--;
+			continue;
+		}
+		if (r->disabled)
+			continue;
+		int kw, et, efd;
+		uint32_t edges;
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		if (efd >= 0 && efd != r->efd) {
+			/* Wake this set too when another thread moves the connection. */
+			struct epoll_event wev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r->fd, r->gen) };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &wev) == 0 || errno == EEXIST)
+				r->efd = efd;
+		}
+		if (ready < 0) {
+			/* Now plain TCP on a fresh socket: the kernel takes over. */
+			struct epoll_event kev = { .events = r->events & ~EPOLLEXCLUSIVE, .data = r->data };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->fd, &kev) < 0 && errno == EEXIST)
+				real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &kev);
+			if (atomic_load(&e->kind) == K_LISTEN && e->hidden >= 0) {
+				kev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT;
+				real.epoll_ctl(epfd, EPOLL_CTL_ADD, e->hidden, &kev);
+			}
+			epreg_remove(ep, r);
+			i--;
+			continue;
+		}
+		if (et >= 0 && (*tmo < 0 || et < *tmo))
+			*tmo = et;
+		uint32_t kmask = EP_KBASE | ((kw & POLLOUT) ? EPOLLOUT : 0);
+		if (kmask != r->kmask) {
+			struct epoll_event kev = { .events = kmask, .data.u64 = ep_tag(r->fd, r->gen) };
+			if (real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &kev) == 0)
+				r->kmask = kmask;
+		}
+		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
+		uint32_t report = rep;
+		uint32_t wfull = atomic_load(&e->wfull);
+		if (wfull != r->wfull) {
+			r->last &= ~(uint32_t)EPOLLOUT; /* a send found it full since */
+			r->wfull = wfull;
+		}
+		if (r->events & EPOLLET) {
+			/* Again only what became ready, or what saw a new arrival. */
+			report = (rep & ~r->last) | (edges != r->edges ? rep : 0);
+			r->last = rep;
+		}
+		r->edges = edges;
+		r->kfired = 0;
+		if (!report)
+			continue;
+		out[n].events = report;
+		out[n].data = r->data;
+		n++;
+		if (r->events & EPOLLONESHOT)
+			r->disabled = 1;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
+	return n;
+}
+
+/* epoll_follow moves the epoll registrations of fd, about to be closed, to
+ * another descriptor of the same socket: the kernel keeps a registration as
+ * long as the open file lives, whichever descriptor made it. */
+void epoll_follow(int fd, struct fdent *e)
+{
+	struct stat a, b;
+	if (fstat(fd, &a) < 0)
+		return;
+	int other = -1;
+	for (int i = 0; i < FD_MAX && other < 0; i++) {
+		struct fdent *o = i == fd ? NULL : atomic_load_explicit(&fdtab[i], memory_order_acquire);
+		if (o && o->dupped && atomic_load(&o->kind) != K_NONE && fstat(i, &b) == 0 &&
+		    b.st_ino == a.st_ino && b.st_dev == a.st_dev)
+			other = i;
+	}
+	if (other < 0)
+		return;
+	uint32_t gen = atomic_load(&e->gen), ngen = atomic_load(&fdtab[other]->gen);
+	for (int i = 0; i < FD_MAX; i++) {
+		struct fdent *x = atomic_load_explicit(&fdtab[i], memory_order_acquire);
+		if (!x || atomic_load(&x->kind) != K_EPOLL || !x->ep)
+			continue;
+		pthread_mutex_lock(&x->ep->mu);
+		struct epreg *r = epreg_find(x->ep, fd);
+		if (r && r->gen == gen && !epreg_find(x->ep, other)) {
+			r->fd = other;
+			r->gen = ngen;
+			r->kfired = 1;
+		}
+		pthread_mutex_unlock(&x->ep->mu);
+	}
+}
+
+/* epoll_peek says whether epoll_wait on ep would report one of its SDP
+ * members now, without consuming anything (an epoll set polled or nested). */
+int epoll_peek(struct epset *ep)
+{
+	int found = 0;
+	pthread_mutex_lock(&ep->mu);
+	urg_hold++; /* SIGURG after the unlock */
+	for (int i = 0; i < ep->n && !found; i++) {
+		struct epreg *r = &ep->regs[i];
+		struct fdent *e = ours(r->fd);
+		if (r->disabled || !e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) == K_EPOLL)
+			continue;
+		int kw, et, efd;
+		uint32_t edges;
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		uint32_t rep = ready > 0 ? (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP) : 0;
+		uint32_t last = atomic_load(&e->wfull) != r->wfull ? r->last & ~(uint32_t)EPOLLOUT : r->last;
+		if (r->events & EPOLLET)
+			rep = (rep & ~last) | (edges != r->edges ? rep : 0);
+		found = rep != 0;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
+	return found;
+}
+
+static void epoll_mark(struct epset *ep, uint64_t tag)
+{
+	int fd = (int)(tag & 0xffff);
+	uint32_t gen = (uint32_t)(tag >> 16);
+	pthread_mutex_lock(&ep->mu);
+	struct epreg *r = epreg_find(ep, fd);
+	if (r && r->gen == gen)
+		r->kfired = 1;
+	pthread_mutex_unlock(&ep->mu);
+}
+
+static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events, int max, int timeout,
+			  const sigset_t *mask)
+{
+	if (max <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	int64_t deadline = timeout >= 0 ? now_ms() + timeout : -1;
+	struct epoll_event kstack[64], *kev = kstack;
+	if (max > 64 && !(kev = malloc(sizeof *kev * max))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int result;
+	for (;;) {
+		int tmo = -1;
+		int n = epoll_scan(epfd, ep, events, max, &tmo);
+		int wait = n ? 0 : tmo;
+		if (!n && deadline >= 0) {
+			int64_t left = deadline - now_ms();
+			if (left < 0)
+				left = 0;
+			if (wait < 0 || left < wait)
+				wait = (int)left;
+		}
+		int kn = mask ? real.epoll_pwait(epfd, kev, max - n > 0 ? max - n : 1, wait, mask)
+			      : real.epoll_wait(epfd, kev, max - n > 0 ? max - n : 1, wait);
+		if (kn < 0) {
+			result = n ? n : -1;
+			break;
+		}
+		int marked = 0;
+		for (int j = 0; j < kn; j++) {
+			if ((kev[j].data.u64 & EP_TAG_MASK) == EP_TAG) {
+				epoll_mark(ep, kev[j].data.u64);
+				marked = 1;
+			} else if (n < max) {
+				events[n++] = kev[j];
+			}
+		}
+		if (n) {
+			result = n;
+			break;
+		}
+		if (!marked && deadline >= 0 && now_ms() >= deadline) {
+			result = 0;
+			break;
+		}
+	}
+	if (kev != kstack)
+		free(kev);
+	return result;
+}
+
+EXPORT int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n)
+		return real.epoll_wait(epfd, events, max, timeout);
+	return epoll_emulated(epfd, ep, events, max, timeout, NULL);
+}
+
+EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask)
+{
+	need_real();
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n)
+		return real.epoll_pwait(epfd, events, max, timeout, mask);
+	return epoll_emulated(epfd, ep, events, max, timeout, mask);
+}
+
+EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	need_real();
+	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
+	struct epset *ep = epset_of(epfd);
+	if (!ep || !ep->n) {
+		static int (*pw2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+		if (!pw2)
+			pw2 = dlsym(RTLD_NEXT, "epoll_pwait2");
+		if (pw2)
+			return pw2(epfd, events, max, ts, mask);
+		return real.epoll_pwait(epfd, events, max, tmo, mask);
+	}
+	return epoll_emulated(epfd, ep, events, max, tmo, mask);
+}
