@@ -100,7 +100,7 @@ fuzz:
 	FUZZTIME=$${FUZZTIME:-10s} bash scripts/fuzz.sh
 
 # Real unmodified programs (curl, iperf3, redis, nginx, postgresql, sshd, MPI, ...) with both
-# ends preloaded, one end, and none; prints the table the README carries.
+# ends preloaded, one end, and none; prints the table docs/COMPATIBILITY.md carries.
 compat: deps all
 	bash tests/compat/run.sh
 

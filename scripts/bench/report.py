@@ -842,7 +842,7 @@ def goal_rows(rows):
 
 
 def readme(out, rows, tp, pre, made):
-    """A compact Markdown block for the README's Performance section."""
+    """A compact Markdown block for docs/PERFORMANCE.md's Results."""
     mach = {}
     p = os.path.join(out, "machine.txt")
     if os.path.exists(p):

@@ -81,7 +81,7 @@ ratio() {
 		printf "%.2f", lower ? b / a : a / b }'
 }
 
-# The table, as Markdown (it goes into README.md as it is).
+# The table, as Markdown (it goes into docs/COMPATIBILITY.md as it is).
 table() {
 	echo "| program | version | both preloaded | one end preloaded | transport seen (both / one end) | SDP | plain TCP | SDP / TCP |"
 	echo "|---|---|---|---|---|---|---|---|"
