@@ -352,65 +352,52 @@ static int trusted(int fd, struct fdent *e, const struct sockaddr *addr, int app
 	}
 }
 
-EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+/* connect_repeated answers a connect() on a connection under way or made. */
+static int connect_repeated(int fd, struct fdent *e, int k, const struct sockaddr *addr, socklen_t len)
 {
-	need_real();
-	struct fdent *e = ours(fd);
-	if (!e)
-		return real.connect(fd, addr, len);
-	int k = atomic_load(&e->kind);
 	if (k == K_CONNECTING) {
-		/* A repeated connect() on a connection in progress. */
 		struct pollfd p = { .fd = fd, .events = POLLOUT };
 		if (real.poll(&p, 1, 0) > 0 && resolve_connecting(fd, e, p.revents))
 			return connect(fd, addr, len);
 		errno = EALREADY;
 		return -1;
 	}
-	if (k == K_ACTIVE || k == K_SDP || k == K_PASSIVE) {
-		/* The kernel's answer: 0 to the first connect() after a
-		 * non-blocking one completed, EISCONN after that. Not AF_UNSPEC,
-		 * which would disconnect the transport under the engine. */
-		if (addr && len >= sizeof(sa_family_t) && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
-			return real.connect(fd, addr, len);
-		errno = EISCONN;
+	/* The kernel's answer: 0 to the first connect() after a non-blocking
+	 * one completed, EISCONN after that. Not AF_UNSPEC, which would
+	 * disconnect the transport under the engine. */
+	if (addr && len >= sizeof(sa_family_t) && (addr->sa_family == AF_INET || addr->sa_family == AF_INET6))
+		return real.connect(fd, addr, len);
+	errno = EISCONN;
+	return -1;
+}
+
+/* connect_policy says whether a candidate's connect tries SDP: SDP_REASON_NONE,
+ * the reason it goes to TCP, or -1 when a rule wants SDP only and SDP is not
+ * to be had (the connect is refused). */
+static int connect_policy(int fd, struct fdent *e, const struct sockaddr *addr)
+{
+	if (!engine_usable())
+		return engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK;
+	int mode = rule_mode(ROLE_CLIENT, addr);
+	if (mode == MODE_TCP)
+		return SDP_REASON_RULE;
+	e->sdp_only = mode == MODE_SDP;
+	if (mode == MODE_BOTH && neg_lookup(addr))
+		return SDP_REASON_CACHED;
+	if (mode == MODE_BOTH && over_conn_cap())
+		return SDP_REASON_LIMIT;
+	int why = trusted(fd, e, addr, e->app_port);
+	if (why != SDP_REASON_NONE && e->sdp_only) {
+		atomic_store(&e->kind, K_TCP);
+		e->reason = why;
 		return -1;
 	}
-	if (k != K_CAND || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
-	    len > sizeof e->dst)
-		return real.connect(fd, addr, len);
-	memcpy(&e->dst, addr, len);
-	e->dstlen = len;
-	e->app_port = sa_port(addr);
-	if (!engine_usable()) {
-		mark_tcp(fd, e, engine_failed ? SDP_REASON_ENGINE : SDP_REASON_AFTER_FORK);
-		return real.connect(fd, addr, len);
-	}
-	int mode = rule_mode(ROLE_CLIENT, addr);
-	if (mode == MODE_TCP) {
-		mark_tcp(fd, e, SDP_REASON_RULE);
-		return real.connect(fd, addr, len);
-	}
-	e->sdp_only = mode == MODE_SDP;
-	if (mode == MODE_BOTH && neg_lookup(addr)) {
-		mark_tcp(fd, e, SDP_REASON_CACHED);
-		return real.connect(fd, addr, len);
-	}
-	if (mode == MODE_BOTH && over_conn_cap()) {
-		mark_tcp(fd, e, SDP_REASON_LIMIT);
-		return real.connect(fd, addr, len);
-	}
-	int why = trusted(fd, e, addr, e->app_port);
-	if (why != SDP_REASON_NONE) {
-		if (e->sdp_only) {
-			atomic_store(&e->kind, K_TCP);
-			e->reason = why;
-			errno = ECONNREFUSED;
-			return -1;
-		}
-		mark_tcp(fd, e, why);
-		return real.connect(fd, addr, len);
-	}
+	return why;
+}
+
+/* connect_sdp connects a candidate to the SDP port of its destination. */
+static int connect_sdp(int fd, struct fdent *e, const struct sockaddr *addr, socklen_t len)
+{
 	struct sockaddr_storage m;
 	memcpy(&m, addr, len);
 	sa_set_port((struct sockaddr *)&m, sdp_port(e->app_port));
@@ -436,6 +423,33 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	lowat_to_kernel(fd, e); /* still a candidate: the kernel's again */
 	errno = err;
 	return -1;
+}
+
+EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	need_real();
+	struct fdent *e = ours(fd);
+	if (!e)
+		return real.connect(fd, addr, len);
+	int k = atomic_load(&e->kind);
+	if (k == K_CONNECTING || k == K_ACTIVE || k == K_SDP || k == K_PASSIVE)
+		return connect_repeated(fd, e, k, addr, len);
+	if (k != K_CAND || !addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) ||
+	    len > sizeof e->dst)
+		return real.connect(fd, addr, len);
+	memcpy(&e->dst, addr, len);
+	e->dstlen = len;
+	e->app_port = sa_port(addr);
+	int why = connect_policy(fd, e, addr);
+	if (why < 0) {
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	if (why != SDP_REASON_NONE) {
+		mark_tcp(fd, e, why);
+		return real.connect(fd, addr, len);
+	}
+	return connect_sdp(fd, e, addr, len);
 }
 
 /* ---- hooks: data ------------------------------------------------------------ */

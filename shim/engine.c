@@ -105,6 +105,106 @@ static void protect_new_fds(const uint64_t *before)
  * parent, may only exec or _exit and makes no data calls. */
 pid_t cached_pid;
 
+/* engine_open dlopens the engine: through the descriptor held open since the
+ * constructor (hold_engine) when there is one, else by its path. */
+static void *engine_open(char *path, size_t n)
+{
+	void *h = NULL;
+	if (engine_fd >= 0) {
+		char held[64];
+		snprintf(held, sizeof held, "/proc/self/fd/%d", engine_fd);
+		h = dlopen(held, RTLD_NOW | RTLD_LOCAL);
+		if (!h)
+			logmsg(1, "cannot load the SDP engine through fd %d (%s); trying its path", engine_fd, dlerror());
+	}
+	if (!h && engine_path(path, n) == 0)
+		h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	return h;
+}
+
+/* engine_bind finds the engine's functions; 0 when every required one is there. */
+static int engine_bind(void *h)
+{
+	eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
+	eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
+	eng.sendv = (sdp_sendv_fn)dlsym(h, "sdp_sendv");
+	eng.sendv_flags = (sdp_sendv_flags_fn)dlsym(h, "sdp_sendv_flags");
+	eng.recvv = (sdp_recvv_fn)dlsym(h, "sdp_recvv");
+	eng.poll = (sdp_poll_fn)dlsym(h, "sdp_poll");
+	eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
+	eng.close = (sdp_close_fn)dlsym(h, "sdp_close");
+	eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
+	eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
+	eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
+	eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
+	eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
+	eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
+	eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
+	eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
+	return eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close &&
+			       eng.stats && eng.dup && eng.query && eng.take_early
+		       ? 0
+		       : -1;
+}
+
+/* engine_init starts the engine with the process's settings. */
+static int engine_init(void)
+{
+	struct sdp_engine_config ec = {
+		.abi_version = SDP_ABI_VERSION,
+		.log_fd = cfg.log_fd,
+		.log_level = cfg.log_level,
+		.markers = cfg.markers,
+		.crc = cfg.crc,
+		.marker_spacing = cfg.marker_spacing,
+		.buf_size = cfg.buf_size,
+		.recv_bufs = cfg.recv_bufs,
+		.connect_timeout_ms = cfg.connect_timeout_ms,
+		.snapshot = shim_snapshot,
+		.fpdu_align = cfg.fpdu_align,
+		.own_fd = shim_own_fd,
+		.urgent = shim_urgent,
+		.settling = shim_settling,
+	};
+	snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
+	return eng.init(&ec);
+}
+
+/* engine_load_locked loads and starts the engine; engine_mu is held. */
+static int engine_load_locked(void)
+{
+	char path[PATH_MAX] = "";
+	uint64_t before[FD_MAX / 64];
+	open_fds(before);
+	/* SIGURG stays the application's: the Go runtime installs its own
+	 * handler (its preemption signal, unused with asyncpreemptoff=1),
+	 * which would swallow it, so the disposition is put back after
+	 * the runtime has started; and its threads inherit SIGURG blocked
+	 * from this one, so that a SIGURG for the process never runs the
+	 * application's handler on a Go thread. */
+	struct sigaction urg_act;
+	sigset_t urg_set, urg_mask;
+	sigemptyset(&urg_set);
+	sigaddset(&urg_set, SIGURG);
+	sigaction(SIGURG, NULL, &urg_act);
+	pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
+	void *h = engine_open(path, sizeof path);
+	int rc = 0;
+	if (!h || engine_bind(h) < 0 || engine_init() != 0) {
+		logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
+		engine_failed = 1;
+		rc = -1;
+	} else {
+		urg_wrap();
+		engine_pid = getpid();
+	}
+	sigaction(SIGURG, &urg_act, NULL);
+	pthread_sigmask(SIG_SETMASK, &urg_mask, NULL);
+	if (h)
+		protect_new_fds(before);
+	return rc;
+}
+
 int load_engine(void)
 {
 	pid_t me = getpid(); /* not my_pid(): a child forked around libc must not use its parent's engine */
@@ -114,82 +214,8 @@ int load_engine(void)
 		return -1;
 	pthread_mutex_lock(&engine_mu);
 	int rc = 0;
-	if (engine_pid != getpid()) {
-		char path[PATH_MAX] = "";
-		void *h = NULL;
-		uint64_t before[FD_MAX / 64];
-		open_fds(before);
-		/* SIGURG stays the application's: the Go runtime installs its own
-		 * handler (its preemption signal, unused with asyncpreemptoff=1),
-		 * which would swallow it, so the disposition is put back after
-		 * the runtime has started; and its threads inherit SIGURG blocked
-		 * from this one, so that a SIGURG for the process never runs the
-		 * application's handler on a Go thread. */
-		struct sigaction urg_act;
-		sigset_t urg_set, urg_mask;
-		sigemptyset(&urg_set);
-		sigaddset(&urg_set, SIGURG);
-		sigaction(SIGURG, NULL, &urg_act);
-		pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
-		if (engine_fd >= 0) {
-			char held[64];
-			snprintf(held, sizeof held, "/proc/self/fd/%d", engine_fd);
-			h = dlopen(held, RTLD_NOW | RTLD_LOCAL);
-			if (!h)
-				logmsg(1, "cannot load the SDP engine through fd %d (%s); trying its path", engine_fd, dlerror());
-		}
-		if (!h && engine_path(path, sizeof path) == 0)
-			h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-
-		if (h) {
-			eng.init = (sdp_engine_init_fn)dlsym(h, "sdp_engine_init");
-			eng.attach = (sdp_attach_fn)dlsym(h, "sdp_attach");
-			eng.sendv = (sdp_sendv_fn)dlsym(h, "sdp_sendv");
-			eng.sendv_flags = (sdp_sendv_flags_fn)dlsym(h, "sdp_sendv_flags");
-			eng.recvv = (sdp_recvv_fn)dlsym(h, "sdp_recvv");
-			eng.poll = (sdp_poll_fn)dlsym(h, "sdp_poll");
-			eng.shutdown = (sdp_shutdown_fn)dlsym(h, "sdp_shutdown");
-			eng.close = (sdp_close_fn)dlsym(h, "sdp_close");
-			eng.stats = (sdp_stats_fn)dlsym(h, "sdp_stats");
-			eng.dup = (sdp_dup_fn)dlsym(h, "sdp_dup");
-			eng.query = (sdp_query_fn)dlsym(h, "sdp_query");
-			eng.take_early = (sdp_take_early_fn)dlsym(h, "sdp_take_early");
-			eng.exit = (sdp_engine_exit_fn)dlsym(h, "sdp_engine_exit");
-			eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
-			eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
-			eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
-		}
-		struct sdp_engine_config ec = {
-			.abi_version = SDP_ABI_VERSION,
-			.log_fd = cfg.log_fd,
-			.log_level = cfg.log_level,
-			.markers = cfg.markers,
-			.crc = cfg.crc,
-			.marker_spacing = cfg.marker_spacing,
-			.buf_size = cfg.buf_size,
-			.recv_bufs = cfg.recv_bufs,
-			.connect_timeout_ms = cfg.connect_timeout_ms,
-			.snapshot = shim_snapshot,
-			.fpdu_align = cfg.fpdu_align,
-			.own_fd = shim_own_fd,
-			.urgent = shim_urgent,
-			.settling = shim_settling,
-		};
-		snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
-		if (!h || !eng.init || !eng.attach || !eng.sendv || !eng.recvv || !eng.poll ||
-		    !eng.shutdown || !eng.close || !eng.stats || !eng.dup || !eng.query || !eng.take_early || eng.init(&ec) != 0) {
-			logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
-			engine_failed = 1;
-			rc = -1;
-		} else {
-			urg_wrap();
-			engine_pid = getpid();
-		}
-		sigaction(SIGURG, &urg_act, NULL);
-		pthread_sigmask(SIG_SETMASK, &urg_mask, NULL);
-		if (h)
-			protect_new_fds(before);
-	}
+	if (engine_pid != getpid())
+		rc = engine_load_locked();
 	pthread_mutex_unlock(&engine_mu);
 	return rc;
 }

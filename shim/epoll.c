@@ -98,6 +98,77 @@ static int is_sdp_conn(int k)
 	return k == K_SDP || k == K_ACTIVE || k == K_PASSIVE || k == K_CONNECTING || k == K_CAND || k == K_EPOLL;
 }
 
+/* epoll_ctl_listener registers a listener and its hidden SDP listener alike. */
+static int epoll_ctl_listener(int epfd, int op, int fd, struct fdent *e, struct epoll_event *ev)
+{
+	int r = real.epoll_ctl(epfd, op, fd, ev);
+	if (r == 0 && e->hidden >= 0) {
+		struct epoll_event hev = { 0 };
+		if (ev) {
+			hev = *ev;
+			hev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
+		}
+		real.epoll_ctl(epfd, op, e->hidden, op == EPOLL_CTL_DEL ? NULL : &hev);
+	}
+	return r;
+}
+
+/* epreg_add registers an SDP connection (or a socket with a pending error):
+ * the kernel watches its socket, tagged, and the shim keeps what the
+ * application asked for. Returns 0 or an errno; ep->mu is held. */
+static int epreg_add(int epfd, struct epset *ep, int fd, struct fdent *e, const struct epoll_event *ev)
+{
+	if (ep->n == ep->cap) {
+		int cap = ep->cap ? ep->cap * 2 : 16;
+		struct epreg *nr = realloc(ep->regs, sizeof *nr * cap);
+		if (!nr)
+			return ENOMEM;
+		ep->regs = nr;
+		ep->cap = cap;
+	}
+	uint32_t gen = atomic_load(&e->gen);
+	struct epoll_event kev = { .events = EP_KBASE, .data.u64 = ep_tag(fd, gen) };
+	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0)
+		return errno;
+	ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
+					    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
+	return 0;
+}
+
+/* epreg_ctl applies op to the registration r (NULL: none) of fd; returns 0
+ * or an errno; ep->mu is held. */
+static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e, struct epreg *r,
+		     const struct epoll_event *ev)
+{
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (r)
+			return EEXIST;
+		return ev ? epreg_add(epfd, ep, fd, e, ev) : EFAULT;
+	case EPOLL_CTL_MOD:
+		if (!r)
+			return ENOENT;
+		if (!ev)
+			return EFAULT;
+		r->events = ev->events;
+		r->data = ev->data;
+		r->disabled = 0;
+		r->last = 0;
+		r->kfired = 1;
+		return 0;
+	case EPOLL_CTL_DEL:
+		if (!r)
+			return ENOENT;
+		if (r->efd >= 0)
+			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
+		epreg_remove(ep, r);
+		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
 EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	need_real();
@@ -106,92 +177,25 @@ EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!ep || !e)
 		return real.epoll_ctl(epfd, op, fd, ev);
 	int k = atomic_load(&e->kind);
-	if (k == K_LISTEN) {
-		int r = real.epoll_ctl(epfd, op, fd, ev);
-		if (r == 0 && e->hidden >= 0) {
-			struct epoll_event hev = { 0 };
-			if (ev) {
-				hev = *ev;
-				hev.events &= EPOLLIN | EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE | EPOLLWAKEUP;
-			}
-			real.epoll_ctl(epfd, op, e->hidden, op == EPOLL_CTL_DEL ? NULL : &hev);
-		}
-		return r;
-	}
+	if (k == K_LISTEN)
+		return epoll_ctl_listener(epfd, op, fd, e, ev);
 	pthread_mutex_lock(&ep->mu);
 	struct epreg *r = epreg_find(ep, fd);
 	if (r && r->gen != atomic_load(&e->gen)) {
 		epreg_remove(ep, r); /* a registration of a closed descriptor */
 		r = NULL;
 	}
-	int rc = 0, err = 0;
 	if (!is_sdp_conn(k) && !(k == K_TCP && atomic_load(&e->sk_err)) && !r) {
 		pthread_mutex_unlock(&ep->mu);
 		return real.epoll_ctl(epfd, op, fd, ev);
 	}
-	switch (op) {
-	case EPOLL_CTL_ADD:
-		if (r) {
-			err = EEXIST;
-			break;
-		}
-		if (!ev) {
-			err = EFAULT;
-			break;
-		}
-		if (ep->n == ep->cap) {
-			int cap = ep->cap ? ep->cap * 2 : 16;
-			struct epreg *nr = realloc(ep->regs, sizeof *nr * cap);
-			if (!nr) {
-				err = ENOMEM;
-				break;
-			}
-			ep->regs = nr;
-			ep->cap = cap;
-		}
-		uint32_t gen = atomic_load(&e->gen);
-		struct epoll_event kev = { .events = EP_KBASE, .data.u64 = ep_tag(fd, gen) };
-		if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0) {
-			err = errno;
-			break;
-		}
-		ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
-						    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
-		break;
-	case EPOLL_CTL_MOD:
-		if (!r) {
-			err = ENOENT;
-			break;
-		}
-		if (!ev) {
-			err = EFAULT;
-			break;
-		}
-		r->events = ev->events;
-		r->data = ev->data;
-		r->disabled = 0;
-		r->last = 0;
-		r->kfired = 1;
-		break;
-	case EPOLL_CTL_DEL:
-		if (!r) {
-			err = ENOENT;
-			break;
-		}
-		if (r->efd >= 0)
-			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
-		epreg_remove(ep, r);
-		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
-		break;
-	default:
-		err = EINVAL;
-	}
+	int err = epreg_ctl(epfd, ep, op, fd, e, r, ev);
 	pthread_mutex_unlock(&ep->mu);
 	if (err) {
 		errno = err;
-		rc = -1;
+		return -1;
 	}
-	return rc;
+	return 0;
 }
 
 /* tcp_ready: the events of a plain TCP socket with a pending error (POLLERR,

@@ -22,169 +22,200 @@ static inline int poll_special(int fd)
  * asked of the engine (their data may sit in user space), the rest and the
  * kernel sockets under SDP descriptors are polled by the kernel, and the
  * loop repeats until something the application asked for is ready. */
+/* A round of poll_emulated: what the kernel is asked (k), for which of the
+ * application's entries (map), and the engine's own timeout (tmo). */
+struct poll_round {
+	struct pollfd *k;
+	int *map;
+	unsigned char *slept; /* the engine counts fds[i]'s connection as slept on */
+	int nk, tmo;
+};
+
+static void poll_ask(struct poll_round *pr, int fd, short events, nfds_t i)
+{
+	pr->k[pr->nk] = (struct pollfd){ .fd = fd, .events = events };
+	pr->map[pr->nk++] = (int)i;
+}
+
+/* poll_sdp asks the engine about an SDP connection: 1 when p->revents is
+ * set, 0 when the kernel is to wait on its socket (and eventfd), -1 when
+ * the connection fell back to TCP and is polled as such. */
+static int poll_sdp(struct pollfd *p, struct fdent *e, nfds_t i, struct poll_round *pr)
+{
+	pid_t t = my_tid(), last = atomic_exchange(&e->last_tid, t);
+	if (last && last != t)
+		atomic_store(&e->threads, 1);
+	int kw = 0, et = -1, efd = -1;
+	uint32_t edges;
+	int f = p->events | SDP_POLL_SLEEP | (pr->slept[i] ? SDP_POLL_WOKE : 0);
+	int r = e->lowat > 1 && (p->events & POLLIN) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
+						    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
+	pr->slept[i] = 0;
+	if (r <= -SDP_FALLBACK) {
+		fallback(p->fd, e, reason_of(r));
+		return -1;
+	}
+	if (r < 0) {
+		p->revents = POLLERR;
+		return 1;
+	}
+	if (r & (p->events | POLLERR | POLLHUP)) {
+		p->revents = r & (p->events | POLLERR | POLLHUP);
+		return 1;
+	}
+	poll_ask(pr, p->fd, (short)(kw ? kw : POLLIN), i);
+	if (efd >= 0) {
+		poll_ask(pr, efd, POLLIN, i);
+		pr->slept[i] = 1;
+	}
+	if (et >= 0 && (pr->tmo < 0 || et < pr->tmo))
+		pr->tmo = et;
+	if (atomic_load(&e->threads) && (pr->tmo < 0 || pr->tmo > SHARED_WAIT_MS))
+		pr->tmo = SHARED_WAIT_MS;
+	return 0;
+}
+
+/* poll_prepare looks at fds[i] before the kernel does: 1 when it is ready
+ * already (its revents set), 0 when the kernel is asked about it. */
+static int poll_prepare(struct pollfd *p, nfds_t i, struct poll_round *pr)
+{
+	p->revents = 0;
+	if (p->fd < 0)
+		return 0;
+	struct fdent *e = ours(p->fd);
+	int kind = e ? atomic_load(&e->kind) : K_NONE;
+	if (kind == K_ACTIVE || kind == K_PASSIVE) {
+		if (attach(p->fd, e) < 0) {
+			p->revents = POLLERR;
+			return 1;
+		}
+		kind = atomic_load(&e->kind);
+	}
+	if (kind == K_SDP && e->engine_pid != my_pid()) {
+		p->revents = POLLERR | POLLHUP;
+		return 1;
+	}
+	if (kind == K_SDP) {
+		int r = poll_sdp(p, e, i, pr);
+		if (r >= 0)
+			return r;
+		kind = K_TCP;
+	}
+	if (kind == K_CONNECTING) {
+		poll_ask(pr, p->fd, POLLOUT, i);
+		return 0;
+	}
+	if (kind == K_EPOLL && e->ep && (p->events & POLLIN) && epoll_peek(e->ep)) {
+		p->revents = POLLIN; /* an SDP member is ready */
+		return 1;
+	}
+	poll_ask(pr, p->fd, p->events, i);
+	if (kind == K_LISTEN && e->hidden >= 0 && (p->events & POLLIN))
+		poll_ask(pr, e->hidden, POLLIN, i);
+	return 0;
+}
+
+/* poll_collect turns the kernel's answer k[j] into the application's entry's revents. */
+static void poll_collect(struct pollfd *p, const struct pollfd *k)
+{
+	struct fdent *e = ours(p->fd);
+	int kind = e ? atomic_load(&e->kind) : K_NONE;
+	if (kind == K_SDP) {
+		if (k->fd != p->fd && (k->revents & POLLIN))
+			drain_wakeups(k->fd);
+		return; /* asked again on the next round */
+	}
+	if (kind == K_CONNECTING) {
+		if (resolve_connecting(p->fd, e, k->revents)) {
+			if (atomic_load(&e->kind) == K_ACTIVE)
+				p->revents |= POLLOUT & p->events;
+			else if (e->so_error)
+				p->revents |= (POLLOUT & p->events) | POLLERR | POLLHUP;
+		}
+		return;
+	}
+	if (k->fd != p->fd) /* the hidden SDP listener: POLLHUP is fd's own to give */
+		p->revents |= k->revents & POLLIN;
+	else
+		p->revents |= k->revents;
+	if (kind == K_TCP && atomic_load(&e->reconnecting))
+		settle_reconnect(p->fd, e, 0);
+	if (kind == K_TCP && atomic_load(&e->sk_err))
+		p->revents |= POLLERR;
+}
+
+/* poll_wait_ms is how long the kernel may wait this round. */
+static int poll_wait_ms(int ready, int tmo, int64_t deadline)
+{
+	if (ready)
+		return 0;
+	if (deadline >= 0) {
+		int64_t left = deadline - now_ms();
+		if (left < 0)
+			left = 0;
+		if (tmo < 0 || left < tmo)
+			return (int)left;
+	}
+	return tmo;
+}
+
+/* poll_rounds asks the engine and the kernel in turn until an entry is ready,
+ * the deadline passes or the kernel fails. */
+static int poll_rounds(struct pollfd *fds, nfds_t n, int64_t deadline, struct poll_round *pr)
+{
+	for (;;) {
+		int ready = 0;
+		pr->nk = 0;
+		pr->tmo = -1;
+		for (nfds_t i = 0; i < n; i++)
+			ready += poll_prepare(&fds[i], i, pr);
+		int r = real.poll(pr->k, pr->nk, poll_wait_ms(ready, pr->tmo, deadline));
+		if (r < 0)
+			return -1;
+		for (int j = 0; j < pr->nk && r > 0; j++)
+			if (pr->k[j].revents)
+				poll_collect(&fds[pr->map[j]], &pr->k[j]);
+		ready = 0;
+		for (nfds_t i = 0; i < n; i++)
+			if (fds[i].revents)
+				ready++;
+		if (ready || (deadline >= 0 && now_ms() >= deadline))
+			return ready;
+	}
+}
+
 int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 {
 	struct pollfd kstack[64];
 	int mstack[64];
 	unsigned char rstack[64] = { 0 };
-	struct pollfd *k = kstack;
-	int *map = mstack;
-	unsigned char *slept = rstack; /* the engine counts fds[i]'s connection as slept on */
+	struct poll_round pr = { .k = kstack, .map = mstack, .slept = rstack };
 	if (n * 2 > 64) {
-		k = malloc(sizeof *k * n * 2);
-		map = malloc(sizeof *map * n * 2);
-		slept = calloc(n, 1);
-		if (!k || !map || !slept) {
-			free(k);
-			free(map);
-			free(slept);
+		pr.k = malloc(sizeof *pr.k * n * 2);
+		pr.map = malloc(sizeof *pr.map * n * 2);
+		pr.slept = calloc(n, 1);
+		if (!pr.k || !pr.map || !pr.slept) {
+			free(pr.k);
+			free(pr.map);
+			free(pr.slept);
 			errno = ENOMEM;
 			return -1;
 		}
 	}
-	int64_t deadline = timeout >= 0 ? now_ms() + timeout : -1;
-	int result;
-	for (;;) {
-		int nk = 0, ready = 0, tmo = -1;
-		for (nfds_t i = 0; i < n; i++) {
-			struct pollfd *p = &fds[i];
-			p->revents = 0;
-			if (p->fd < 0)
-				continue;
-			struct fdent *e = ours(p->fd);
-			int kind = e ? atomic_load(&e->kind) : K_NONE;
-			if (kind == K_ACTIVE || kind == K_PASSIVE) {
-				if (attach(p->fd, e) < 0) {
-					p->revents = POLLERR;
-					ready++;
-					continue;
-				}
-				kind = atomic_load(&e->kind);
-			}
-			if (kind == K_SDP && e->engine_pid != my_pid()) {
-				p->revents = POLLERR | POLLHUP;
-				ready++;
-				continue;
-			}
-			if (kind == K_SDP) {
-				pid_t t = my_tid(), last = atomic_exchange(&e->last_tid, t);
-				if (last && last != t)
-					atomic_store(&e->threads, 1);
-				int kw = 0, et = -1, efd = -1;
-				uint32_t edges;
-				int f = p->events | SDP_POLL_SLEEP | (slept[i] ? SDP_POLL_WOKE : 0);
-				int r = e->lowat > 1 && (p->events & POLLIN) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
-									    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
-				slept[i] = 0;
-				if (r <= -SDP_FALLBACK) {
-					fallback(p->fd, e, reason_of(r));
-					kind = K_TCP;
-				} else if (r < 0) {
-					p->revents = POLLERR;
-					ready++;
-					continue;
-				} else if (r & (p->events | POLLERR | POLLHUP)) {
-					p->revents = r & (p->events | POLLERR | POLLHUP);
-					ready++;
-					continue;
-				} else {
-					k[nk] = (struct pollfd){ .fd = p->fd, .events = (short)(kw ? kw : POLLIN) };
-					map[nk++] = i;
-					if (efd >= 0) {
-						k[nk] = (struct pollfd){ .fd = efd, .events = POLLIN };
-						map[nk++] = i;
-						slept[i] = 1;
-					}
-					if (et >= 0 && (tmo < 0 || et < tmo))
-						tmo = et;
-					if (atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
-						tmo = SHARED_WAIT_MS;
-					continue;
-				}
-			}
-			if (kind == K_CONNECTING) {
-				k[nk] = (struct pollfd){ .fd = p->fd, .events = POLLOUT };
-				map[nk++] = i;
-				continue;
-			}
-			if (kind == K_EPOLL && e->ep && (p->events & POLLIN) && epoll_peek(e->ep)) {
-				p->revents = POLLIN; /* an SDP member is ready */
-				ready++;
-				continue;
-			}
-			k[nk] = (struct pollfd){ .fd = p->fd, .events = p->events };
-			map[nk++] = i;
-			if (kind == K_LISTEN && e->hidden >= 0 && (p->events & POLLIN)) {
-				k[nk] = (struct pollfd){ .fd = e->hidden, .events = POLLIN };
-				map[nk++] = i;
-			}
-		}
-		int wait = tmo;
-		if (ready) {
-			wait = 0;
-		} else if (deadline >= 0) {
-			int64_t left = deadline - now_ms();
-			if (left < 0)
-				left = 0;
-			if (wait < 0 || left < wait)
-				wait = (int)left;
-		}
-		int r = real.poll(k, nk, wait);
-		if (r < 0) {
-			result = -1;
-			break;
-		}
-		for (int j = 0; j < nk && r > 0; j++) {
-			if (!k[j].revents)
-				continue;
-			struct pollfd *p = &fds[map[j]];
-			struct fdent *e = ours(p->fd);
-			int kind = e ? atomic_load(&e->kind) : K_NONE;
-			if (kind == K_SDP) {
-				if (k[j].fd != p->fd && (k[j].revents & POLLIN))
-					drain_wakeups(k[j].fd);
-				continue; /* asked again on the next round */
-			}
-			if (kind == K_CONNECTING) {
-				if (resolve_connecting(p->fd, e, k[j].revents)) {
-					if (atomic_load(&e->kind) == K_ACTIVE)
-						p->revents |= POLLOUT & p->events;
-					else if (e->so_error)
-						p->revents |= (POLLOUT & p->events) | POLLERR | POLLHUP;
-				}
-				continue;
-			}
-			if (k[j].fd != p->fd) /* the hidden SDP listener: POLLHUP is fd's own to give */
-				p->revents |= k[j].revents & POLLIN;
-			else
-				p->revents |= k[j].revents;
-			if (kind == K_TCP && atomic_load(&e->reconnecting))
-				settle_reconnect(p->fd, e, 0);
-			if (kind == K_TCP && atomic_load(&e->sk_err))
-				p->revents |= POLLERR;
-		}
-		ready = 0;
-		for (nfds_t i = 0; i < n; i++)
-			if (fds[i].revents)
-				ready++;
-		if (ready || (deadline >= 0 && now_ms() >= deadline)) {
-			result = ready;
-			break;
-		}
-	}
+	int result = poll_rounds(fds, n, timeout >= 0 ? now_ms() + timeout : -1, &pr);
 	int saved = errno;
 	for (nfds_t i = 0; i < n; i++) {
-		if (slept[i]) {
+		if (pr.slept[i]) {
 			int kw, et, efd;
 			uint32_t edges;
 			eng.poll(fds[i].fd, SDP_POLL_WOKE, &kw, &et, &efd, &edges);
 		}
 	}
 	errno = saved;
-	if (k != kstack) {
-		free(k);
-		free(map);
-		free(slept);
+	if (pr.k != kstack) {
+		free(pr.k);
+		free(pr.map);
+		free(pr.slept);
 	}
 	return result;
 }

@@ -314,6 +314,34 @@ int reset_once(struct fdent *e, int err, int send)
 	return send ? EPIPE : 0;
 }
 
+/* zc_wait waits until a blocking call can go on (events: POLLIN or POLLOUT).
+ * When the wait fails and the call had offered its buffers to the peer for
+ * zero copy (offered), the engine takes them back first (cancel): *got is
+ * what had arrived in them (Write ZCopy), or what the peer had not read yet
+ * and the engine now keeps its own copy of, reported taken (Read ZCopy). */
+static int zc_wait(int fd, int events, const struct iovec *local, int lc, int offered,
+		   int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline, int64_t *got)
+{
+	*got = 0;
+	int w = wait_ready(fd, events, 1, deadline);
+	if (w < 0 && w > -SDP_FALLBACK && offered && cancel)
+		*got = cancel(fd, local, lc);
+	return w;
+}
+
+/* send_once hands the engine what is left of a send; *ef: the flags it was given. */
+static int64_t send_once(int fd, struct fdent *e, const struct iovec *local, int lc, int flags, int *nonblock, int *ef)
+{
+	if (!eng.sendv_flags)
+		return eng.sendv(fd, local, lc);
+	*ef = (flags & MSG_MORE) || e->cork > 0 ? SDP_SEND_MORE : 0;
+	if (flags & MSG_OOB) /* the last byte is urgent; a partial send leaves it for the next call */
+		*ef = SDP_SEND_OOB;
+	else if (call_waits(fd, local[0].iov_len, flags, nonblock))
+		*ef |= SDP_SEND_WAIT;
+	return eng.sendv_flags(fd, local, lc, *ef);
+}
+
 ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
@@ -335,18 +363,8 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 	int64_t deadline = 0; /* SO_SNDTIMEO, once the call waits */
 	for (;;) {
 		int lc = iov_advance(iov, cnt, done, local, IOV_LOCAL);
-		int64_t n;
 		int ef = 0;
-		if (eng.sendv_flags) {
-			ef = (flags & MSG_MORE) || e->cork > 0 ? SDP_SEND_MORE : 0;
-			if (flags & MSG_OOB) /* the last byte is urgent; a partial send leaves it for the next call */
-				ef = SDP_SEND_OOB;
-			else if (call_waits(fd, local[0].iov_len, flags, &nonblock))
-				ef |= SDP_SEND_WAIT;
-			n = eng.sendv_flags(fd, local, lc, ef);
-		} else {
-			n = eng.sendv(fd, local, lc);
-		}
+		int64_t n = send_once(fd, e, local, lc, flags, &nonblock, &ef);
 		if (n >= 0) {
 			done += n;
 			if (done >= total)
@@ -370,15 +388,10 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLOUT, 1, &deadline);
-			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_SEND_WAIT) && eng.send_cancel) {
-				/* The engine may have offered these bytes to the peer
-				 * (Read ZCopy): it keeps its own copy of what the peer
-				 * has not read and reports them taken. */
-				int64_t k = eng.send_cancel(fd, local, lc);
-				if (k > 0)
-					return done + (size_t)k;
-			}
+			int64_t got;
+			int w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline, &got);
+			if (got > 0)
+				return done + (size_t)got;
 			if (w == -EINTR || w == -EAGAIN) {
 				if (done)
 					return done;
@@ -466,6 +479,35 @@ static int peek_lowat(int fd, struct fdent *e, const struct iovec *iov, int cnt,
 	return 0;
 }
 
+/* sdp_recv_oob takes the urgent byte: never waits, as on TCP. */
+static ssize_t sdp_recv_oob(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
+{
+	int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
+	if (n >= 0)
+		return n;
+	if (n <= -SDP_FALLBACK) {
+		if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
+			return -1;
+		return tcp_recvv(fd, e, iov, cnt, flags);
+	}
+	errno = (int)-n;
+	return -1;
+}
+
+/* recv_wait_failed ends a receive that got nothing with the wait's error w. */
+static ssize_t recv_wait_failed(int fd, struct fdent *e, int w, const struct iovec *iov, int cnt, int flags)
+{
+	if (w == -EINTR || w == -EAGAIN) {
+		errno = -w;
+		return -1;
+	}
+	if (w > -SDP_FALLBACK) {
+		errno = reset_once(e, -w, 0);
+		return errno ? -1 : 0;
+	}
+	return after_fallback_recv(fd, e, w, iov, cnt, flags); /* the engine let go of fd while waiting */
+}
+
 ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
 	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
@@ -479,19 +521,8 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 		return tcp_recvv(fd, e, iov, cnt, flags);
 	if (flags & MSG_TRUNC)
 		return sdp_recv_trunc(fd, e, iov, cnt, flags);
-	if (flags & MSG_OOB) {
-		/* The urgent byte: never waits, as on TCP. */
-		int64_t n = eng.recvv(fd, iov, cnt, SDP_RECV_OOB | ((flags & MSG_PEEK) ? SDP_RECV_PEEK : 0));
-		if (n >= 0)
-			return n;
-		if (n <= -SDP_FALLBACK) {
-			if (fallback(fd, e, reason_of((int)n)) < 0 && errno != EINPROGRESS && !atomic_load(&e->sk_err))
-				return -1;
-			return tcp_recvv(fd, e, iov, cnt, flags);
-		}
-		errno = (int)-n;
-		return -1;
-	}
+	if (flags & MSG_OOB)
+		return sdp_recv_oob(fd, e, iov, cnt, flags);
 	size_t total = iov_total(iov, cnt), done = 0;
 	int waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
 	int eflags = (flags & MSG_PEEK) ? SDP_RECV_PEEK : 0;
@@ -541,29 +572,15 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				errno = EAGAIN;
 				return -1;
 			}
-			int w = wait_ready(fd, POLLIN, 1, &deadline);
-			if (w < 0 && w > -SDP_FALLBACK && (ef & SDP_RECV_WAIT) && eng.recv_cancel) {
-				/* The engine may have offered these buffers to the
-				 * peer (Write ZCopy): take them back before returning. */
-				int64_t k = eng.recv_cancel(fd, local, lc);
-				if (k > 0)
-					return done + (size_t)k;
-			}
-			if (w == -EINTR || w == -EAGAIN) {
-				if (done)
-					return done;
-				errno = -w;
-				return -1;
-			}
-			if (w < 0 && w > -SDP_FALLBACK) {
-				if (done)
-					return done;
-				errno = reset_once(e, -w, 0);
-				return errno ? -1 : 0;
-			}
-			if (w <= -SDP_FALLBACK) /* while waiting: the engine has let go of fd */
-				return done ? (ssize_t)done : after_fallback_recv(fd, e, w, iov, cnt, flags);
-			continue;
+			int64_t got;
+			int w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &got);
+			if (got > 0)
+				return done + (size_t)got;
+			if (w >= 0)
+				continue;
+			if (done)
+				return done;
+			return recv_wait_failed(fd, e, w, iov, cnt, flags);
 		}
 		if (done)
 			return done;
