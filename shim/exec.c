@@ -232,66 +232,68 @@ EXPORT int execvp(const char *file, char *const argv[])
 	return execvpe(file, argv, environ);
 }
 
-/* collect_args turns execl's variable arguments into an argv array. */
-#define COLLECT_ARGS(first, ap, argv)                                      \
-	do {                                                               \
-		size_t n_ = 1, cap_ = 16;                                  \
-		argv = malloc(sizeof(char *) * cap_);                      \
-		if (!argv) {                                               \
-			errno = ENOMEM;                                    \
-			return -1;                                         \
-		}                                                          \
-		argv[0] = (char *)(first);                                 \
-		for (char *a_; (a_ = va_arg(ap, char *)) != NULL;) {       \
-			if (n_ + 1 >= cap_) {                              \
-				char **m_ = realloc(argv, sizeof(char *) * (cap_ *= 2)); \
-				if (!m_) {                                 \
-					free(argv);                        \
-					errno = ENOMEM;                    \
-					return -1;                         \
-				}                                          \
-				argv = m_;                                 \
-			}                                                  \
-			argv[n_++] = a_;                                   \
-		}                                                          \
-		argv[n_] = NULL;                                           \
-	} while (0)
+/* collect_args turns execl's variable arguments, up to the NULL that ends
+ * them, into an argv array; NULL with errno ENOMEM when out of memory. */
+static char **collect_args(const char *first, va_list *ap)
+{
+	size_t n = 1, cap = 16;
+	char **argv = malloc(sizeof(char *) * cap);
+	if (!argv)
+		goto nomem;
+	argv[0] = (char *)first;
+	for (char *a; (a = va_arg(*ap, char *)) != NULL;) {
+		if (n + 1 >= cap) {
+			char **m = realloc(argv, sizeof(char *) * (cap *= 2));
+			if (!m)
+				goto nomem;
+			argv = m;
+		}
+		argv[n++] = a;
+	}
+	argv[n] = NULL;
+	return argv;
+nomem:
+	free(argv);
+	errno = ENOMEM;
+	return NULL;
+}
+
+/* exec_list runs execve (or execvpe: search) with an argv from collect_args. */
+static int exec_list(const char *file, char **argv, char *const envp[], int search)
+{
+	if (!argv)
+		return -1;
+	int r = search ? execvpe(file, argv, envp) : execve(file, argv, envp);
+	free(argv);
+	return r;
+}
 
 EXPORT int execl(const char *path, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	va_start(ap, arg);
-	COLLECT_ARGS(arg, ap, argv);
+	char **argv = collect_args(arg, &ap);
 	va_end(ap);
-	int r = execve(path, argv, environ);
-	free(argv);
-	return r;
+	return exec_list(path, argv, environ, 0);
 }
 
 EXPORT int execlp(const char *file, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	va_start(ap, arg);
-	COLLECT_ARGS(arg, ap, argv);
+	char **argv = collect_args(arg, &ap);
 	va_end(ap);
-	int r = execvpe(file, argv, environ);
-	free(argv);
-	return r;
+	return exec_list(file, argv, environ, 1);
 }
 
 EXPORT int execle(const char *path, const char *arg, ...)
 {
-	char **argv;
 	va_list ap;
 	va_start(ap, arg);
-	COLLECT_ARGS(arg, ap, argv);
-	char *const *envp = va_arg(ap, char *const *);
+	char **argv = collect_args(arg, &ap);
+	char *const *envp = argv ? va_arg(ap, char *const *) : NULL;
 	va_end(ap);
-	int r = execve(path, argv, envp);
-	free(argv);
-	return r;
+	return exec_list(path, argv, envp, 0);
 }
 
 /* ---- process life ---------------------------------------------------------- */

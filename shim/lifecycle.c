@@ -179,15 +179,8 @@ EXPORT int fcntl(int fd, int cmd, ...)
 	return fcntl_common(fd, cmd, arg);
 }
 
-EXPORT int fcntl64(int fd, int cmd, ...)
-{
-	need_real();
-	va_list ap;
-	va_start(ap, cmd);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
-	return fcntl_common(fd, cmd, arg);
-}
+/* fcntl64 is fcntl: the same arguments on 64-bit ABIs, where off_t is 64 bits already. */
+EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 
 EXPORT int ioctl(int fd, unsigned long req, ...)
 {

@@ -253,12 +253,19 @@ static unsigned neg_hash(const uint8_t ip[16], uint16_t port)
 	return h % NEG_SLOTS;
 }
 
+/* neg_slot is sa's slot in the cache; ip and port: sa's, as the cache keeps them. */
+static struct neg *neg_slot(const struct sockaddr *sa, uint8_t ip[16], uint16_t *port)
+{
+	ip16(sa, ip);
+	*port = sa_port(sa);
+	return &negcache[neg_hash(ip, *port)];
+}
+
 int neg_lookup(const struct sockaddr *sa)
 {
 	uint8_t ip[16];
-	ip16(sa, ip);
-	uint16_t port = sa_port(sa);
-	struct neg *n = &negcache[neg_hash(ip, port)];
+	uint16_t port;
+	struct neg *n = neg_slot(sa, ip, &port);
 	pthread_mutex_lock(&neg_mu);
 	int hit = n->port == port && !memcmp(n->ip, ip, 16) && n->until > time(NULL);
 	pthread_mutex_unlock(&neg_mu);
@@ -268,9 +275,8 @@ int neg_lookup(const struct sockaddr *sa)
 void neg_add(const struct sockaddr *sa)
 {
 	uint8_t ip[16];
-	ip16(sa, ip);
-	uint16_t port = sa_port(sa);
-	struct neg *n = &negcache[neg_hash(ip, port)];
+	uint16_t port;
+	struct neg *n = neg_slot(sa, ip, &port);
 	pthread_mutex_lock(&neg_mu);
 	memcpy(n->ip, ip, 16);
 	n->port = port;

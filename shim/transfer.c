@@ -314,19 +314,45 @@ int reset_once(struct fdent *e, int err, int send)
 	return send ? EPIPE : 0;
 }
 
-/* zc_wait waits until a blocking call can go on (events: POLLIN or POLLOUT).
- * When the wait fails and the call had offered its buffers to the peer for
- * zero copy (offered), the engine takes them back first (cancel): *got is
- * what had arrived in them (Write ZCopy), or what the peer had not read yet
- * and the engine now keeps its own copy of, reported taken (Read ZCopy). */
-static int zc_wait(int fd, int events, const struct iovec *local, int lc, int offered,
-		   int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline, int64_t *got)
+/* nonblocking_call says whether the call may not wait (MSG_DONTWAIT, or
+ * O_NONBLOCK, which costs a system call and is asked once per call). */
+static int nonblocking_call(int fd, int flags, int *nonblock)
 {
-	*got = 0;
+	if (*nonblock < 0)
+		*nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
+	return *nonblock;
+}
+
+/* io_prepare readies fd for a data call: 1 when the call goes over TCP,
+ * 0 when the engine has the connection, -1 on error (errno set). */
+static int io_prepare(int fd, struct fdent *e, int flags)
+{
+	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
+		return 1;
+	if (atomic_load(&e->kind) == K_CONNECTING &&
+	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
+		return -1;
+	if (attach(fd, e) < 0)
+		return -1;
+	return atomic_load(&e->kind) == K_TCP;
+}
+
+/* zc_wait waits until a blocking call can go on (events: POLLIN or POLLOUT):
+ * 0, or the wait's error (< 0). When the wait fails and the call had offered
+ * its buffers to the peer for zero copy (offered), the engine takes them back
+ * first (cancel), and what had arrived in them (Write ZCopy), or what the peer
+ * had not read yet and the engine now keeps its own copy of (Read ZCopy), is
+ * returned (> 0): the call ends with it. */
+static int64_t zc_wait(int fd, int events, const struct iovec *local, int lc, int offered,
+		       int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline)
+{
 	int w = wait_ready(fd, events, 1, deadline);
-	if (w < 0 && w > -SDP_FALLBACK && offered && cancel)
-		*got = cancel(fd, local, lc);
-	return w;
+	if (w < 0 && w > -SDP_FALLBACK && offered && cancel) {
+		int64_t got = cancel(fd, local, lc);
+		if (got > 0)
+			return got;
+	}
+	return w > 0 ? 0 : w;
 }
 
 /* send_once hands the engine what is left of a send; *ef: the flags it was given. */
@@ -344,15 +370,9 @@ static int64_t send_once(int fd, struct fdent *e, const struct iovec *local, int
 
 ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
-	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
-		return tcp_sendv(fd, e, iov, cnt, flags);
-	if (atomic_load(&e->kind) == K_CONNECTING &&
-	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
-		return -1;
-	if (attach(fd, e) < 0)
-		return -1;
-	if (atomic_load(&e->kind) == K_TCP)
-		return tcp_sendv(fd, e, iov, cnt, flags);
+	int tcp = io_prepare(fd, e, flags);
+	if (tcp)
+		return tcp < 0 ? -1 : tcp_sendv(fd, e, iov, cnt, flags);
 	if ((flags & MSG_OOB) && !eng.sendv_flags) {
 		errno = EOPNOTSUPP;
 		return -1;
@@ -377,9 +397,7 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			return after_fallback_send(fd, e, (int)n, iov, cnt, flags);
 		}
 		if (n == -EAGAIN) {
-			if (nonblock < 0)
-				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
-			if (nonblock) {
+			if (nonblocking_call(fd, flags, &nonblock)) {
 				/* The application saw the transport full: the room that
 				 * comes back is a new edge for EPOLLET waiters. */
 				atomic_fetch_add(&e->wfull, 1);
@@ -388,10 +406,9 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				errno = EAGAIN;
 				return -1;
 			}
-			int64_t got;
-			int w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline, &got);
-			if (got > 0)
-				return done + (size_t)got;
+			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline);
+			if (w > 0)
+				return done + (size_t)w;
 			if (w == -EINTR || w == -EAGAIN) {
 				if (done)
 					return done;
@@ -510,15 +527,9 @@ static ssize_t recv_wait_failed(int fd, struct fdent *e, int w, const struct iov
 
 ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags)
 {
-	if (atomic_load(&e->kind) == K_TCP) /* here for via_shim's reasons */
-		return tcp_recvv(fd, e, iov, cnt, flags);
-	if (atomic_load(&e->kind) == K_CONNECTING &&
-	    settle_connecting(fd, e, !(flags & MSG_DONTWAIT) && !is_nonblocking(fd)) < 0)
-		return -1;
-	if (attach(fd, e) < 0)
-		return -1;
-	if (atomic_load(&e->kind) == K_TCP)
-		return tcp_recvv(fd, e, iov, cnt, flags);
+	int tcp = io_prepare(fd, e, flags);
+	if (tcp)
+		return tcp < 0 ? -1 : tcp_recvv(fd, e, iov, cnt, flags);
 	if (flags & MSG_TRUNC)
 		return sdp_recv_trunc(fd, e, iov, cnt, flags);
 	if (flags & MSG_OOB)
@@ -564,18 +575,15 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 		if (n <= -SDP_FALLBACK)
 			return after_fallback_recv(fd, e, (int)n, iov, cnt, flags);
 		if (n == -EAGAIN) {
-			if (nonblock < 0)
-				nonblock = (flags & MSG_DONTWAIT) || is_nonblocking(fd);
-			if (nonblock) {
+			if (nonblocking_call(fd, flags, &nonblock)) {
 				if (done)
 					return done;
 				errno = EAGAIN;
 				return -1;
 			}
-			int64_t got;
-			int w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &got);
-			if (got > 0)
-				return done + (size_t)got;
+			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline);
+			if (w > 0)
+				return done + (size_t)w;
 			if (w >= 0)
 				continue;
 			if (done)

@@ -3,8 +3,10 @@
 tests/edges_test.go compares the two. Nothing here knows what the answer should be."""
 import errno
 import os
+import select
 import socket
 import sys
+import threading
 
 
 def out(*words):
@@ -81,3 +83,76 @@ def done():
     out("end")
     sys.stdout.flush()
     sys.exit(0)
+
+
+def backlog_clients(n):
+    """A listener with backlog 1 and n clients that start connecting before the server accepts:
+    the server accepts them all (in a thread, a thread for each connection), and each client
+    sends a request and reads the answer (st_backlog1_*)."""
+    srv = listener(1)
+    addr = srv.getsockname()
+    clients = [connect_nonblocking(addr) for _ in range(n)]
+    got = []
+
+    def server():
+        srv.settimeout(10)
+        for _ in range(n):
+            try:
+                a, _ = srv.accept()
+            except OSError as e:
+                got.append(err(e))
+                return
+            threading.Thread(target=serve, args=(a,)).start()
+
+    def serve(a):
+        a.settimeout(10)
+        try:
+            req = a.recv(20)
+            got.append(req)
+            a.sendall(b"ok " + req)
+        except OSError as e:
+            got.append(err(e))
+        a.close()
+
+
+    t = threading.Thread(target=server)
+    t.start()
+    answers = []
+    for i, c in enumerate(clients):
+        p = select.poll()
+        p.register(c, select.POLLOUT)
+        ev = p.poll(10000)
+        c.setblocking(True)
+        c.settimeout(10)
+        out("client %d connected" % i, [m == select.POLLOUT for _, m in ev],
+            errno.errorcode.get(c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR), "0"))
+        attempt("client %d sendall" % i, lambda: c.sendall(b"client %d" % i))
+    for c in clients:
+        try:
+            answers.append(read_to_end(c))
+        except OSError as e:
+            answers.append(err(e))
+    t.join(10)
+    out("server read", sorted(map(repr, got)))
+    out("clients read", sorted(map(repr, answers)))
+
+
+def zero_length_calls(c, a):
+    """Sends of zero bytes on c and receives of zero bytes on a (its peer): on an empty
+    connection and with data waiting, which they leave where it is (dr_zero_length*)."""
+    attempt("send empty", lambda: c.send(b""))
+    attempt("sendall empty", lambda: c.sendall(b""))
+    attempt("sendmsg no buffers", lambda: c.sendmsg([]))
+    attempt("os.write empty", lambda: os.write(c.fileno(), b""))
+    attempt("recv 0 empty", lambda: a.recv(0))
+    attempt("recv 0 dontwait empty", lambda: a.recv(0, socket.MSG_DONTWAIT))
+    attempt("os.read 0 empty", lambda: os.read(a.fileno(), 0))
+    c.sendall(b"abc")
+    attempt("peek 3", lambda: a.recv(3, socket.MSG_PEEK | socket.MSG_WAITALL))
+    attempt("recv 0 with data", lambda: a.recv(0))
+    attempt("recv_into empty buffer with data", lambda: a.recv_into(bytearray(0)))
+    attempt("os.read 0 with data", lambda: os.read(a.fileno(), 0))
+    attempt("recv 10", lambda: a.recv(10))
+    c.sendall(b"x")
+    attempt("recv 1", lambda: a.recv(1))
+    attempt("recv dontwait empty", lambda: a.recv(1, socket.MSG_DONTWAIT))
