@@ -253,7 +253,7 @@ func newPassive(tr Transport, cfg Config, h Hello, sent SetupMsg) (*Conn, error)
 	// The Request went out when the shim accepted the connection, a moment
 	// before the engine took it over.
 	c.deadline = time.Now().Add(cfg.HandshakeTimeout)
-	c.sent = SetupMsg{Markers: sent.Markers, CRC: sent.CRC}
+	c.sent = SetupMsg{Markers: sent.Markers, CRC: sent.CRC} // the framing only: the Hello is h
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.fc = h.FlowControl // what we asked for, until the HelloAck says
