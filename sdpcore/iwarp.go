@@ -9,8 +9,8 @@ import (
 )
 
 // SDP over iWARP: connections built over an iwarp QP on the connection's
-// TCP socket, and the Transport that QP is to a Conn. This file is the only
-// one of the package that knows iwarp.
+// TCP socket, and the Transport that QP is to a Conn. Tests aside, this is
+// the only file of the package that imports iwarp.
 
 // NewActive starts the connecting side on a socket whose TCP connection to
 // the SDP port is established.
