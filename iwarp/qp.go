@@ -524,6 +524,11 @@ func getChunk(size int) *RxChunk {
 	return c
 }
 
+// Release drops one reference, for a caller that took a segment's
+// reference over (Segment.Chunk) so that the segment's type need not
+// travel with its payload.
+func (c *RxChunk) Release() { c.release() }
+
 func (c *RxChunk) release() {
 	c.refs--
 	if c.refs != 0 {
@@ -715,6 +720,11 @@ func (s *Segment) Release() {
 		s.chunk = nil
 	}
 }
+
+// Chunk returns the receive chunk the segment's payload aliases, whose
+// reference the segment holds: a caller that keeps only the chunk calls its
+// Release instead of the segment's, exactly once.
+func (s *Segment) Chunk() *RxChunk { return s.chunk }
 
 // NextSegment returns the next complete segment from the received bytes,
 // ErrNeedMore when a whole FPDU has not arrived yet, or the protocol fault.

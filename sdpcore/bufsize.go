@@ -56,7 +56,7 @@ func (c *Conn) rxMax() int {
 func (c *Conn) msgRoom() int {
 	n := c.peerBufSize - BSDHLen
 	if c.sndLimit > 0 {
-		n = min(n, max(c.txBacklog()-c.qp.TxPending(), c.txBacklog()/4))
+		n = min(n, max(c.txBacklog()-c.tr.TxPending(), c.txBacklog()/4))
 	}
 	return n
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"libsdp/iwarp"
 )
 
 // Role says which end of the TCP connection a Conn is. The accepting side
@@ -63,7 +61,7 @@ type Stats struct {
 	BCopySends             uint64 // Data messages (credit, transport) or ring writes (rdma, nic) sent
 	CoalescedSends         uint64 // sends merged into data already queued (held, appended, corked)
 	RingAcks               uint64 // rdma/nic: Immediate Data sent only to return ring space
-	DirectPlacedRx         uint64 // ring or ZCopy bytes iwarp read from the socket straight into place
+	DirectPlacedRx         uint64 // ring or ZCopy bytes the transport read from the socket straight into place
 	ZCopyReadSends         uint64 // SrcAvail offers made (Read ZCopy)
 	ZCopyCancels           uint64 // of them, cancelled because the sink did not read
 	ZCopyTx, ZCopyRx       uint64 // payload bytes moved by RDMA Read or Write instead of buffer copy
@@ -72,9 +70,9 @@ type Stats struct {
 	ZCopyWriteRx           uint64 // of ZCopyRx, bytes the peer RDMA-Wrote into our SinkAvail
 	FlowControl            string // the mode agreed with the peer
 	Buffering, Progress    string // the local modes
-	Tx                     iwarp.TxStats
-	TxRecords              uint64 // runs of FPDUs handed to the kernel as one record (iwarp.QP.TxRecords)
-	Rx                     iwarp.RxStats
+	Tx                     TxStats
+	TxRecords              uint64 // runs of FPDUs handed to the kernel as one record
+	Rx                     RxStats
 	Markers, CRC, RxMarker bool
 	Up                     bool // Hello/HelloAck done: the Reply sent (connecting side) or received (accepting side)
 }
@@ -119,9 +117,9 @@ type Conn struct {
 	// sends the application made, is driving the connection.
 	inBackground bool
 
-	qp       *iwarp.QP
+	tr       Transport
 	deadline time.Time // end of the handshake wait
-	request  []byte    // passive: the MPA Request we sent
+	sent     SetupMsg  // passive: the setup request we sent (its framing)
 
 	// Credits (SDP buffer-copy flow control). Our messages carry MSeq 1, 2…;
 	// the peer grants peerBufs buffers as of our message peerAck.
@@ -170,19 +168,20 @@ type Conn struct {
 	fc FlowControl // agreed with the peer in Hello/HelloAck
 
 	// rdma and nic: the peer's ring, which we fill (sender side) …
-	peerRing     iwarp.STag
+	peerRing     STag
 	peerRingSize uint32
-	ringWr       uint32 // bytes written into it, all time
-	ringAcked    uint32 // of them, bytes the peer has read
-	held         []byte // data coalesced while the peer's ring is full
+	ringWr       uint32   // bytes written into it, all time
+	ringAcked    uint32   // of them, bytes the peer has read
+	held         []byte   // data coalesced while the peer's ring is full
+	ringParts    [][]byte // the parts of one ring write (writeRingSplit)
 	heldOff      int
 	// … and ours, which the peer fills.
 	ring       []byte
-	ringSTag   iwarp.STag
+	ringSTag   STag
 	ringIn     uint32 // bytes announced by Immediate Data, all time
 	ringFreed  uint32 // of them, bytes the application has read
 	ringAdv    uint32 // ringFreed as last told to the peer
-	directSeen uint64 // the QP's DirectPlaced when last looked at
+	directSeen uint64 // the transport's DirectPlaced when last looked at
 
 	lastDataLen int   // transport: BSDH Len of the last Data message queued
 	txFlags     uint8 // BSDH OOB flags for the Data messages being queued
@@ -207,22 +206,20 @@ type Conn struct {
 	dataSeq          uint32
 	wrComplSeq       uint32
 	pendingCancelAck bool
-	comps            []iwarp.Completion
+	comps            []Completion
 }
 
 type piece struct {
 	data []byte
-	seg  iwarp.Segment
+	seg  Segment
 	last bool // last piece of a Data message that holds a buffer
 	ring bool // data lies in our receive ring: reading it frees ring space
 }
 
-// NewActive starts the connecting side on a socket whose TCP connection to
-// the SDP port is established.
-func NewActive(fd int, cfg Config, now time.Time) *Conn {
-	cfg.Sanitize()
-	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, qp: iwarp.NewQP(fd), efd: -1}
-	c.qp.SetAlign(!cfg.Unaligned)
+// newActive starts the connecting side over tr, whose connection to the
+// SDP port is established (NewActive); cfg is sanitized.
+func newActive(tr Transport, cfg Config, now time.Time) *Conn {
+	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, tr: tr, efd: -1}
 	c.deadline = now.Add(cfg.ConnectTimeout)
 	c.initModes()
 	return c
@@ -249,24 +246,14 @@ func (c *Conn) initModes() {
 	}
 }
 
-// NewPassive starts the accepting side of a connection whose MPA Request
-// (with our Hello) has already been written to the socket.
-func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
-	cfg.Sanitize()
-	req, n, err := iwarp.ParseMPAFrame(request, false)
-	if err != nil || n != len(request) {
-		return nil, fmt.Errorf("sdp: our own MPA Request does not parse: %v", err)
-	}
-	h, err := ParseHello(req.PrivateData)
-	if err != nil {
-		return nil, err
-	}
-	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, qp: iwarp.NewQP(fd), efd: -1}
+// newPassive starts the accepting side over tr, whose setup request sent
+// carries Hello h (NewPassive); cfg is sanitized.
+func newPassive(tr Transport, cfg Config, h Hello, sent SetupMsg) (*Conn, error) {
+	c := &Conn{cfg: cfg, role: Passive, st: stAwaitReply, tr: tr, efd: -1}
 	// The Request went out when the shim accepted the connection, a moment
 	// before the engine took it over.
 	c.deadline = time.Now().Add(cfg.HandshakeTimeout)
-	c.qp.SetAlign(!cfg.Unaligned)
-	c.request = append([]byte(nil), request...)
+	c.sent = SetupMsg{Markers: sent.Markers, CRC: sent.CRC} // the framing only: the Hello is h
 	c.bufs, c.bufSize = int(h.Bufs), int(h.LocalRcvSz)
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.fc = h.FlowControl // what we asked for, until the HelloAck says
@@ -280,27 +267,15 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 	return c, nil
 }
 
-// AppendRequest appends the MPA Request with our Hello that the accepting
-// side sends first. The shim writes the same bytes from C; this is the
-// reference encoder.
-func AppendRequest(dst []byte, cfg Config, h *Hello) []byte {
-	hc := *h
-	if cfg.ZCopyThreshold > 0 {
-		hc.Cap |= CapWriteZCopy // as the shim's Hello
-	}
-	pd := AppendHello(nil, &hc)
-	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: pd})
-}
-
 // Fd returns the socket descriptor the connection uses.
-func (c *Conn) Fd() int { return c.qp.Fd() }
+func (c *Conn) Fd() int { return c.tr.Fd() }
 
 // Stats returns the connection's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Tx, s.Rx, s.TxRecords = c.qp.TxStats(), c.qp.RxStats(), c.qp.TxRecords()
+	s.Tx, s.Rx, s.TxRecords = c.tr.WireStats()
 	return s
 }
 
@@ -329,16 +304,14 @@ func (c *Conn) fail(err error) {
 // failProto ends the connection after a protocol fault of the peer: a
 // Terminate is queued (best effort) and the application sees EIO.
 func (c *Conn) failProto(err error) {
-	var ie *iwarp.Error
 	switch {
-	case errors.As(err, &ie) && c.qp.Full():
-		c.qp.PostTerminate(ie)
-		_ = c.qp.Flush()
+	case c.tr.Terminate(err):
+		_ = c.tr.Flush()
 	case c.phase() == stEstablished && c.credits() >= 1:
 		// An SDP-level fault (a message out of place): AbortConn tells
 		// the peer, which sees ECONNRESET.
 		c.sendControl(MIDAbortConn)
-		_ = c.qp.Flush()
+		_ = c.tr.Flush()
 	}
 	c.fail(&ProtoError{Err: err})
 }
@@ -423,12 +396,12 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 				continue
 			}
 		default:
-			seg, err := c.qp.NextSegment()
+			seg, err := c.tr.NextSegment()
 			if err == nil {
 				c.onSegment(seg)
 				continue
 			}
-			if err != iwarp.ErrNeedMore {
+			if err != ErrIncomplete {
 				c.failProto(err)
 				return
 			}
@@ -442,8 +415,8 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 		// After a read that emptied the socket the next one would only say
 		// EAGAIN; a caller about to wait for the socket (PollWait) need
 		// not even make the first.
-		if c.qp.Drained() && (reads > 0 || waitNext) {
-			c.qp.Rest()
+		if c.tr.Drained() && (reads > 0 || waitNext) {
+			c.tr.Rest()
 			break
 		}
 		reads++
@@ -480,7 +453,7 @@ const rxLimit = 1 << 20
 
 // fill reads from the socket; false when nothing more can be read now.
 func (c *Conn) fill() bool {
-	_, err := c.qp.Fill()
+	err := c.tr.Fill()
 	c.changes++ // new bytes, end of stream or an error: all can make a waiter ready
 	switch {
 	case err == nil:
@@ -488,12 +461,12 @@ func (c *Conn) fill() bool {
 	case err == unix.EAGAIN:
 		c.changes--
 		return false
-	case err == iwarp.ErrClosed && c.reset != nil:
+	case err == ErrPeerClosed && c.reset != nil:
 		// The write that met the reset took the kernel's report of it;
 		// the reader now meets the end of what came before it.
 		c.fail(c.reset)
 		return false
-	case err == iwarp.ErrClosed:
+	case err == ErrPeerClosed:
 		c.onEOF()
 		return false
 	case err == unix.ECONNRESET && c.phase() == stAwaitRequest:
@@ -552,14 +525,14 @@ func (c *Conn) onEOF() {
 		c.fallback(&FallbackError{Reason: "foreign", Detail: "the SDP port closed without an MPA Request"})
 	case c.phase() == stAwaitReply:
 		c.peerLeft("end of stream")
-	case c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0 && c.qp.Buffered() == 0:
+	case c.role == Active && !c.peerFirst && c.stats.PayloadTx == 0 && c.tr.Buffered() == 0:
 		// The accepting side closed before its first FPDU, so before any
 		// byte of its application, and has had nothing of ours: its
 		// program never used the connection. The socket goes back to the
 		// application, which then sees what TCP shows: end of stream, and
 		// a write that the kernel takes before the peer's reset.
 		c.peerLeft("end of stream before its first FPDU")
-	case c.qp.Buffered() > 0 || c.inMsg:
+	case c.tr.Buffered() > 0 || c.inMsg:
 		c.fail(&ProtoError{Err: errors.New("sdp: stream ended inside a message")})
 	}
 }
@@ -568,12 +541,12 @@ func (c *Conn) flush() error {
 	if c.reset != nil {
 		return c.reset
 	}
-	pending := c.qp.TxPending()
+	pending := c.tr.TxPending()
 	if pending == 0 {
 		return nil
 	}
-	err := c.qp.Flush()
-	if c.qp.TxPending() < pending {
+	err := c.tr.Flush()
+	if c.tr.TxPending() < pending {
 		c.changes++ // room in the transmit backlog
 	}
 	if err == unix.ECONNRESET && !c.eof && !c.peerDis() && c.phase() != stFailed {
@@ -624,9 +597,8 @@ func closeOwn(fd int) {
 // onRequest handles the MPA Request on the connecting side. It returns true
 // when it consumed it.
 func (c *Conn) onRequest(now time.Time) bool {
-	raw := c.qp.Raw()
-	req, n, err := iwarp.ParseMPAFrame(raw, false)
-	if err == iwarp.ErrNeedMore {
+	req, n, err := c.tr.PeerSetup(false)
+	if err == ErrIncomplete {
 		return false
 	}
 	if err != nil {
@@ -638,7 +610,7 @@ func (c *Conn) onRequest(now time.Time) bool {
 		c.fallback(&FallbackError{Reason: "version", Detail: err.Error()})
 		return false
 	}
-	c.qp.ConsumeRaw(n)
+	c.tr.ConsumeSetup(n)
 	c.bufs, c.bufSize = c.cfg.RecvBufs, c.cfg.BufSize
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.LocalRcvSz)
@@ -662,9 +634,9 @@ func (c *Conn) onRequest(now time.Time) bool {
 		}
 	}
 	ack := AppendHelloAck(nil, ha)
-	c.qp.WriteRaw(iwarp.AppendMPAFrame(nil, &iwarp.MPAFrame{Reply: true, Markers: c.cfg.Markers, CRC: c.cfg.CRC, Rev: 1, PrivateData: ack}))
+	c.tr.SendSetupReply(SetupMsg{Markers: c.cfg.Markers, CRC: c.cfg.CRC, PrivateData: ack})
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
-	c.qp.StartFullOperation(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
+	c.tr.StartMessages(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
 	// We send at once, not after the accepting side's first FPDU (RFC
 	// 5044 §7.1.2's rule for hardware that must switch to framing first;
 	// the accepting engine reads its stream in order, Reply then FPDUs):
@@ -681,8 +653,8 @@ func (c *Conn) onRequest(now time.Time) bool {
 // onReply handles the MPA Reply on the accepting side and sends the first
 // FPDU at once, since the responder may not send before it has one.
 func (c *Conn) onReply() bool {
-	rep, n, err := iwarp.ParseMPAFrame(c.qp.Raw(), true)
-	if err == iwarp.ErrNeedMore {
+	rep, n, err := c.tr.PeerSetup(true)
+	if err == ErrIncomplete {
 		return false
 	}
 	if err != nil {
@@ -692,7 +664,7 @@ func (c *Conn) onReply() bool {
 	if rep.Reject {
 		// The connecting side gave up (its timeout) and went to TCP: nothing
 		// of the application's came this way, so this one just ends.
-		c.qp.ConsumeRaw(n)
+		c.tr.ConsumeSetup(n)
 		c.peerLeft("MPA Reject")
 		return false
 	}
@@ -705,21 +677,21 @@ func (c *Conn) onReply() bool {
 		c.fail(&ProtoError{Err: fmt.Errorf("sdp: HelloAck chose %v flow control; we asked for %v", h.FlowControl, c.fc)})
 		return false
 	}
-	c.qp.ConsumeRaw(n)
+	c.tr.ConsumeSetup(n)
 	if c.fc.ring() && !h.FlowControl.ring() {
 		c.dropRing()
 	}
 	c.fc = h.FlowControl
 	c.stats.FlowControl = c.fc.String()
 	if c.fc.ring() {
-		c.peerRing, c.peerRingSize = iwarp.STag(h.RingSTag), h.RingSize
+		c.peerRing, c.peerRingSize = STag(h.RingSTag), h.RingSize
 	}
-	req, _, _ := iwarp.ParseMPAFrame(c.request, false)
+	req := c.sent
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
 	c.peerWZ = c.ownWZ && h.Cap&CapWriteZCopy != 0
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
-	c.qp.StartFullOperation(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
+	c.tr.StartMessages(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
 	c.establish()
 	c.stats.Up = true
 	if c.fc.ring() {
@@ -731,7 +703,7 @@ func (c *Conn) onReply() bool {
 }
 
 func (c *Conn) mss() int {
-	mss, err := unix.GetsockoptInt(c.qp.Fd(), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	mss, err := unix.GetsockoptInt(c.tr.Fd(), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 	if err != nil || mss < 536 {
 		return 1460
 	}
@@ -744,7 +716,7 @@ func (c *Conn) sendControl(mid MID) {
 	c.mseq++
 	c.advertise()
 	EncodeBSDH(c.hdr[:], BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: BSDHLen, MSeq: c.mseq, MSeqAck: c.recvSeq})
-	c.qp.PostSend(iwarp.OpSend, c.hdr[:])
+	c.tr.PostSend(c.hdr[:])
 	c.stats.MsgsTx++
 	c.lastDataLen = 0 // only a Data message may grow (appendData)
 	if mid == MIDData {
@@ -754,17 +726,17 @@ func (c *Conn) sendControl(mid MID) {
 }
 
 // onSegment handles one received DDP segment.
-func (c *Conn) onSegment(seg iwarp.Segment) {
+func (c *Conn) onSegment(seg Segment) {
 	switch {
-	case seg.Tagged:
+	case seg.Kind == SegTagged:
 		seg.Release()
-		c.failProto(&iwarp.Error{Layer: iwarp.LayerDDP, Type: iwarp.DDPErrTypeTagged, Code: iwarp.DDPErrInvalidSTag, Msg: "DDP: tagged segment but no buffer is registered"})
+		c.failProto(c.tr.RejectSegment(seg))
 		return
-	case seg.QN == 2: // Terminate from the peer
+	case seg.Kind == SegTerminate: // Terminate from the peer
 		seg.Release()
 		c.fail(unix.ECONNRESET)
 		return
-	case seg.QN == 0 && c.fc.ring() && (seg.Opcode() == iwarp.OpImmediate || seg.Opcode() == iwarp.OpImmediateSE):
+	case seg.Kind == SegImmediate && c.fc.ring():
 		if c.role == Active && c.peerRingSize == 0 {
 			seg.Release()
 			c.failProto(errors.New("sdp: ring data before the ring announcement"))
@@ -776,15 +748,14 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 			c.failProto(err)
 		}
 		return
-	case seg.QN != 0 || (seg.Opcode() != iwarp.OpSend && seg.Opcode() != iwarp.OpSendSE):
+	case seg.Kind != SegSend:
 		seg.Release()
-		// RFC 5040 §4.8: remote operation error, unexpected opcode (0x06).
-		c.failProto(&iwarp.Error{Layer: iwarp.LayerRDMAP, Type: iwarp.RDMAPErrTypeOperation, Code: iwarp.RDMAPErrOpcode, Msg: "RDMAP: unexpected opcode " + seg.Opcode().String()})
+		c.failProto(c.tr.RejectSegment(seg))
 		return
 	}
 	c.peerFirst = true
 	payload := seg.Payload
-	if seg.MO == 0 {
+	if seg.Offset == 0 {
 		if len(payload) < BSDHLen {
 			seg.Release()
 			c.failProto(errors.New("sdp: message shorter than its BSDH"))
@@ -832,7 +803,7 @@ func (c *Conn) onSegment(seg iwarp.Segment) {
 		// SDP's own receive buffer between iWARP's and the application.
 		payload = append(make([]byte, 0, len(payload)), payload...)
 		seg.Release()
-		seg = iwarp.Segment{}
+		seg = Segment{}
 		c.stats.UserCopiesRx += uint64(len(payload))
 	}
 	c.stats.PayloadRx += uint64(len(payload))
@@ -988,5 +959,5 @@ func (c *Conn) String() string {
 	defer c.mu.Unlock()
 	return fmt.Sprintf("fc=%v held=%d zsrc=%v zsink=%v ", c.fc, c.heldLen(), c.zsrc != nil, c.zsink != nil) + fmt.Sprintf("st=%v credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v eof=%v err=%v",
 		c.st, c.credits(), c.peerBufs, c.mseq, c.peerAck, c.recvSeq, c.posted, c.advBufs, c.advAck, c.rqBytes,
-		c.qp.TxPending(), c.qp.Buffered(), c.inMsg, c.eof, c.err)
+		c.tr.TxPending(), c.tr.Buffered(), c.inMsg, c.eof, c.err)
 }

@@ -1,6 +1,7 @@
-// Package sdpcore implements the Sockets Direct Protocol on top of package
-// iwarp: SDP messages (BSDH and its extension headers), the Hello/HelloAck
-// exchange carried in MPA private data, buffer-copy data transfer with
+// Package sdpcore implements the Sockets Direct Protocol on top of an RDMA
+// transport (Transport; package iwarp's QP provides one): SDP messages (BSDH
+// and its extension headers), the Hello/HelloAck exchange carried in the
+// transport's setup messages (MPA private data), buffer-copy data transfer with
 // credit-based flow control, and orderly or abortive close.
 //
 // A Conn is driven by its callers: every operation is non-blocking and, when

@@ -50,7 +50,7 @@ func FuzzRingData(f *testing.F) {
 	f.Add([]byte{0, 0, 16, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 1, 0, 0, 0, 0, 0x7f})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const size = 4096
-		c := &Conn{ring: make([]byte, size), qp: iwarp.NewQP(-1), fc: FlowRDMA, st: stEstablished}
+		c := &Conn{ring: make([]byte, size), tr: overQP(iwarp.NewQP(-1)), fc: FlowRDMA, st: stEstablished}
 		c.ringWr = 1 << 20 // bytes we "sent", for the acknowledgement check
 		buf := make([]byte, 512)
 		for len(ops) >= 9 {

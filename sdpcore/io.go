@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"libsdp/iwarp"
 )
 
 // Send path: the caller's bytes are cut into Data messages no larger than
@@ -176,7 +174,7 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		return c.pushRing(bufs, total)
 	}
 	sent := 0
-	for sent < total && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
+	for sent < total && c.phase() == stEstablished && c.tr.TxPending() < c.txBacklog() {
 		if c.credits() < 2 {
 			if mayProgress {
 				c.progress(now)
@@ -196,7 +194,7 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		}
 		clear(c.parts)
 		sent += n
-		if c.qp.TxPending() >= c.txBacklog()/2 {
+		if c.tr.TxPending() >= c.txBacklog()/2 {
 			_ = c.flush()
 		}
 	}
@@ -227,16 +225,14 @@ const appendMax = 8 << 10
 // for Hybrid Network Stacks", §4.2): a send that finds the socket busy joins
 // the queued message instead of adding a header and an FPDU of its own.
 func (c *Conn) appendData(n int) bool {
-	if c.fc != FlowTransport || c.lastDataLen == 0 || c.qp.TxPending() == 0 || c.txFlags != 0 || c.lastUrgent {
+	if c.fc != FlowTransport || c.lastDataLen == 0 || c.tr.TxPending() == 0 || c.txFlags != 0 || c.lastUrgent {
 		return false
 	}
 	l := c.lastDataLen + n
 	if l > appendMax || l > c.peerBufSize {
 		return false
 	}
-	ok := c.qp.AppendSend(func(payload []byte) {
-		binary.BigEndian.PutUint32(payload[4:], uint32(l))
-	}, c.parts...)
+	ok := c.tr.AppendSend(setDataLen, c.parts)
 	if !ok {
 		return false
 	}
@@ -248,6 +244,11 @@ func (c *Conn) appendData(n int) bool {
 	return true
 }
 
+// setDataLen sets the BSDH Len of a Data message that AppendSend grew: its
+// whole length, header included. A function without captures, so that
+// handing it to the transport allocates nothing.
+func setDataLen(msg []byte) { binary.BigEndian.PutUint32(msg[4:], uint32(len(msg))) }
+
 // postData queues one Data message carrying the n bytes in c.parts.
 func (c *Conn) postData(n int) {
 	c.mseq++
@@ -257,7 +258,7 @@ func (c *Conn) postData(n int) {
 	c.parts = append(c.parts, nil)
 	copy(c.parts[1:], c.parts)
 	c.parts[0] = c.hdr[:]
-	c.qp.PostSend(iwarp.OpSend, c.parts...)
+	c.tr.PostSendParts(c.parts)
 	clear(c.parts)
 	c.lastDataLen = BSDHLen + n
 	c.dataSeq = c.mseq
@@ -315,7 +316,7 @@ const queueSmall = 16 << 10
 // it only while the queue is empty: a sender that queued waits for it to
 // drain (a blocking one would otherwise spin on sends the queue refuses).
 func (c *Conn) creditQueue() bool {
-	return c.fc == FlowCredit && c.phase() == stEstablished && !c.wrShut() && c.qp.TxPending() < c.txBacklog() &&
+	return c.fc == FlowCredit && c.phase() == stEstablished && !c.wrShut() && c.tr.TxPending() < c.txBacklog() &&
 		c.credits() < 2 && len(c.early) == 0
 }
 
@@ -385,10 +386,10 @@ func (c *Conn) Background(limit time.Duration) {
 			return
 		}
 		ev := int16(unix.POLLIN)
-		if c.qp.TxPending() > 0 {
+		if c.tr.TxPending() > 0 {
 			ev |= unix.POLLOUT
 		}
-		fd := c.qp.Fd()
+		fd := c.tr.Fd()
 		c.mu.Unlock()
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		_, _ = unix.Poll(pfd, 50)
@@ -405,7 +406,7 @@ func (c *Conn) Background(limit time.Duration) {
 // that shut down its side after reading the peer's end makes none, and TCP's
 // FIN goes anyway).
 func (c *Conn) bgWork() bool {
-	return len(c.early) > 0 || c.qp.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) ||
+	return len(c.early) > 0 || c.tr.TxPending() > 0 || (c.zsrc != nil && c.zsrc.detached) ||
 		(c.heldLen() > 0 && (c.fc == FlowNIC || c.wrShut())) || (c.wrShut() && !c.disSent() && c.phase() == stEstablished)
 }
 
@@ -638,7 +639,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	if c.eof || (c.peerDis() && c.disSent()) {
 		ready |= EvHup
 	}
-	if c.phase() == stEstablished && !c.wrShut() && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.qp.TxPending() < c.txBacklog() &&
+	if c.phase() == stEstablished && !c.wrShut() && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.tr.TxPending() < c.txBacklog() &&
 		(!c.fc.ring() || c.heldLen() < c.txBacklog()) {
 		ready |= EvOut
 	} else if (c.phase() != stEstablished || c.corked || c.creditQueue()) && c.phase() != stFailed && !c.wrShut() && len(c.early) < c.earlyMax() {
@@ -651,13 +652,13 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 		wait |= EvIn
 	}
 	if want&EvOut != 0 && ready&EvOut == 0 {
-		if c.qp.TxPending() >= c.txBacklog() {
+		if c.tr.TxPending() >= c.txBacklog() {
 			wait |= EvOut
 		} else {
 			wait |= EvIn // handshake or credits: both arrive as input
 		}
 	}
-	if c.qp.TxPending() > 0 {
+	if c.tr.TxPending() > 0 {
 		wait |= EvOut // queued bytes must not wait for the next call
 	}
 	if (c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply {
@@ -791,7 +792,7 @@ func (c *Conn) Handed() bool {
 
 func (c *Conn) handed() bool {
 	return c.phase() == stFailed || c.fb != nil || c.eof ||
-		(c.qp.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
+		(c.tr.TxPending() == 0 && len(c.early) == 0 && c.heldLen() == 0)
 }
 
 // SettleIdle is how long a closed connection whose bytes are all in the
@@ -816,7 +817,7 @@ func (c *Conn) settled() bool {
 	if c.phase() == stFailed || c.fb != nil || c.eof {
 		return true
 	}
-	if c.qp.TxPending() > 0 || len(c.early) > 0 || c.heldLen() > 0 {
+	if c.tr.TxPending() > 0 || len(c.early) > 0 || c.heldLen() > 0 {
 		return false
 	}
 	if c.fc == FlowCredit && !c.disSent() {
@@ -827,7 +828,7 @@ func (c *Conn) settled() bool {
 
 func (c *Conn) finished() bool {
 	return c.phase() == stFailed || c.fb != nil || c.eof ||
-		(c.disSent() && c.qp.TxPending() == 0 && c.peerDis() && c.peerQuiet())
+		(c.disSent() && c.tr.TxPending() == 0 && c.peerDis() && c.peerQuiet())
 }
 
 // peerQuiet says that the peer will send nothing more: it has ended its
@@ -870,7 +871,7 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 	ownFd(fd, true)
 	defer closeOwn(fd)
 	c.mu.Lock()
-	c.qp.SetFd(fd)
+	c.tr.SetFd(fd)
 	c.releaseWaiter()
 	c.mu.Unlock()
 	finSent := false
@@ -886,12 +887,12 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 			lastRx, lastMove = c.stats.MsgsRx, now
 		}
 		settled := onSettled != nil && (c.settled() || now.Sub(lastMove) >= SettleIdle)
-		if !done && !finSent && c.disSent() && c.qp.TxPending() == 0 && c.peerDis() {
+		if !done && !finSent && c.disSent() && c.tr.TxPending() == 0 && c.peerDis() {
 			_ = unix.Shutdown(fd, unix.SHUT_WR)
 			finSent = true
 		}
 		var ev int16 = unix.POLLIN
-		if c.qp.TxPending() > 0 {
+		if c.tr.TxPending() > 0 {
 			ev |= unix.POLLOUT
 		}
 		c.releaseQueue()
@@ -919,7 +920,7 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 // the one it used is closed but a duplicate stays open.
 func (c *Conn) SetFd(fd int) {
 	c.mu.Lock()
-	c.qp.SetFd(fd)
+	c.tr.SetFd(fd)
 	c.mu.Unlock()
 }
 
@@ -962,5 +963,5 @@ func (c *Conn) RecvStalled() bool {
 func (c *Conn) Unsent() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.qp.TxPending()
+	return c.tr.TxPending()
 }

@@ -43,13 +43,13 @@ func (c *Conn) progressLoop() {
 		} else {
 			wait = fullWait
 		}
-		if c.qp.TxPending() > 0 {
+		if c.tr.TxPending() > 0 {
 			ev |= unix.POLLOUT
 		}
 		if c.corked || (((c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply) && time.Until(c.deadline) < wait) {
 			wait = fullWait // a cork or a handshake deadline runs out on its own
 		}
-		pfd[0] = unix.PollFd{Fd: int32(c.qp.Fd()), Events: ev}
+		pfd[0] = unix.PollFd{Fd: int32(c.tr.Fd()), Events: ev}
 		c.mu.Unlock()
 		_, _ = unix.Poll(pfd, int(wait/time.Millisecond))
 	}

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"libsdp/iwarp"
 )
 
 // Sender-managed receive ring: the rdma and nic flow-control modes (Balaji,
@@ -36,22 +34,22 @@ const ringMsgMax = 256 << 10
 
 func (c *Conn) makeRing() error {
 	c.ring = make([]byte, c.cfg.RecvBufs*c.cfg.BufSize)
-	stag, err := c.qp.Register(c.ring, iwarp.AccessRemoteWrite|iwarp.AccessLocalWrite)
+	stag, err := c.tr.Register(c.ring, AccessRemoteWrite|AccessLocalWrite)
 	if err != nil {
 		c.ring = nil
 		return fmt.Errorf("sdp: registering the receive ring: %w", err)
 	}
 	c.ringSTag = stag
-	// Integrated buffering lets iwarp read ring data from the socket
+	// Integrated buffering lets the transport read ring data from the socket
 	// straight into the ring; separate buffering keeps iWARP's own receive
 	// buffer in between (stage, then copy), as an RNIC-style stack does.
-	c.qp.SetDirectPlacement(c.cfg.Buffering == BufIntegrated)
+	c.tr.SetDirectPlacement(c.cfg.Buffering == BufIntegrated)
 	return nil
 }
 
 func (c *Conn) dropRing() {
 	if c.ring != nil {
-		c.qp.Invalidate(c.ringSTag)
+		c.tr.Invalidate(c.ringSTag)
 		c.ring = nil
 	}
 }
@@ -65,7 +63,7 @@ func (c *Conn) announceRing() {
 	EncodeBSDH(b[:], BSDHFields{MID: MIDChRcvBuf, Bufs: uint16(c.posted), Len: uint32(len(b)), MSeq: c.mseq, MSeqAck: c.recvSeq})
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(c.ring)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(c.ringSTag))
-	c.qp.PostSend(iwarp.OpSend, b[:])
+	c.tr.PostSend(b[:])
 	c.lastDataLen = 0
 	c.stats.MsgsTx++
 }
@@ -79,14 +77,14 @@ func (c *Conn) onRingAnnounce(h BSDH) error {
 	if err := checkRing(size); err != nil {
 		return fmt.Errorf("sdp: ChRcvBuf: %w", err)
 	}
-	c.peerRingSize, c.peerRing = size, iwarp.STag(binary.BigEndian.Uint32(h[BSDHLen+4:]))
+	c.peerRingSize, c.peerRing = size, STag(binary.BigEndian.Uint32(h[BSDHLen+4:]))
 	return nil
 }
 
 // onRingData handles one Immediate Data message: payload the peer wrote
 // into our ring, and the ring space it gives back to us.
 func (c *Conn) onRingData(imm []byte) error {
-	if len(imm) != iwarp.ImmediateDataLen {
+	if len(imm) != ImmediateLen {
 		return errors.New("sdp: Immediate Data of the wrong length")
 	}
 	n := binary.BigEndian.Uint32(imm)
@@ -117,9 +115,9 @@ func (c *Conn) onRingData(imm []byte) error {
 	c.ringIn += n
 	c.rqBytes += int(n)
 	c.stats.PayloadRx += uint64(n)
-	// iwarp placed it into the ring either straight from the socket or by
+	// The transport placed it into the ring either straight from the socket or by
 	// a copy from its receive chunk: only the second is a user-space copy.
-	placed := c.qp.DirectPlaced()
+	placed := c.tr.DirectPlaced()
 	direct := min(uint64(n), placed-c.directSeen)
 	c.directSeen = placed
 	c.stats.DirectPlacedRx += direct
@@ -141,11 +139,11 @@ func (c *Conn) maybeAckRing() {
 }
 
 func (c *Conn) postImmediate(n int) {
-	var imm [iwarp.ImmediateDataLen]byte
+	var imm [ImmediateLen]byte
 	binary.BigEndian.PutUint32(imm[:], uint32(n))
 	binary.BigEndian.PutUint32(imm[4:], c.ringFreed)
 	c.ringAdv = c.ringFreed
-	c.qp.PostImmediate(false, imm)
+	c.tr.PostImmediate(imm)
 	c.stats.MsgsTx++
 }
 
@@ -173,7 +171,7 @@ func (c *Conn) heldLen() int { return len(c.held) - c.heldOff }
 
 // drainHeld sends held bytes while the peer's ring has room.
 func (c *Conn) drainHeld() {
-	for c.heldLen() > 0 && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
+	for c.heldLen() > 0 && c.phase() == stEstablished && c.tr.TxPending() < c.txBacklog() {
 		n := c.heldUrgent(c.heldLen()) // a held urgent byte ends the write before it
 		if n == 0 {
 			continue // it was the urgent byte, sent in a Data message
@@ -195,11 +193,13 @@ func (c *Conn) writeRingSplit(parts [][]byte, n int) {
 	size := c.peerRingSize
 	off := c.ringWr % size
 	first := int(min(uint32(n), size-off))
-	var tmp [8][]byte
-	c.qp.PostWrite(c.peerRing, uint64(off), gather(tmp[:0], parts, 0, first)...)
+	c.ringParts = gather(c.ringParts[:0], parts, 0, first)
+	c.tr.PostWrite(c.peerRing, uint64(off), c.ringParts)
 	if n > first {
-		c.qp.PostWrite(c.peerRing, 0, gather(tmp[:0], parts, first, n-first)...)
+		c.ringParts = gather(c.ringParts[:0], parts, first, n-first)
+		c.tr.PostWrite(c.peerRing, 0, c.ringParts)
 	}
+	clear(c.ringParts) // the application's buffers
 	c.ringWr += uint32(n)
 	c.postImmediate(n)
 	c.stats.BCopySends++
@@ -214,7 +214,7 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 	c.drainHeld()
 	sent := 0
 	if c.heldLen() == 0 {
-		for sent < total && c.phase() == stEstablished && c.qp.TxPending() < c.txBacklog() {
+		for sent < total && c.phase() == stEstablished && c.tr.TxPending() < c.txBacklog() {
 			n := min(total-sent, c.ringRoom(), c.ringMsgMax())
 			if n <= 0 {
 				break

@@ -126,7 +126,7 @@ func BadTransitions() uint64 { return badTransitions.Load() }
 func (c *Conn) badTransition(next state) {
 	badTransitions.Add(1)
 	if OnBadTransition != nil {
-		OnBadTransition(c.qp.Fd(), c.st.String(), next.String())
+		OnBadTransition(c.tr.Fd(), c.st.String(), next.String())
 	}
 }
 
@@ -143,7 +143,7 @@ func (c *Conn) shutWrite() {
 	}
 }
 
-// sentDisConn: our DisConn is queued on the QP.
+// sentDisConn: our DisConn is queued on the transport.
 func (c *Conn) sentDisConn() { c.to(c.st | stDisSent) }
 
 // gotDisConn: the peer's DisConn has arrived (a second one changes nothing).

@@ -69,7 +69,7 @@ var events = map[string]func(*Conn){
 // moveCaught makes the move from -> to and reports whether it was caught
 // as illegal (the tests' OnBadTransition panics), and the state after it.
 func moveCaught(from state, move func(*Conn)) (caught bool, after state) {
-	c := &Conn{st: from, qp: iwarp.NewQP(-1)}
+	c := &Conn{st: from, tr: overQP(iwarp.NewQP(-1))}
 	defer func() {
 		if r := recover(); r != nil {
 			caught, after = true, c.st

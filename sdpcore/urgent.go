@@ -118,7 +118,7 @@ func (c *Conn) dropOldMark() {
 // newMark tells the owner of the socket about a new urgent mark.
 func (c *Conn) newMark() {
 	if OnUrgent != nil {
-		OnUrgent(c.qp.Fd())
+		OnUrgent(c.tr.Fd())
 	}
 }
 
@@ -154,7 +154,7 @@ func (c *Conn) onOOBPayload(payload []byte, last bool) {
 // oobInline reads SO_OOBINLINE from the socket, which the application set
 // there: dup'ed descriptors share it, as on TCP.
 func (c *Conn) oobInline() bool {
-	v, err := unix.GetsockoptInt(c.qp.Fd(), unix.SOL_SOCKET, unix.SO_OOBINLINE)
+	v, err := unix.GetsockoptInt(c.tr.Fd(), unix.SOL_SOCKET, unix.SO_OOBINLINE)
 	return err == nil && v != 0
 }
 
@@ -330,7 +330,7 @@ func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time, mayProgress 
 // (or the send buffer), and the byte in a Data message flagged OOB_PRES,
 // at once or, behind held bytes, from drainHeld.
 func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
-	if c.phase() != stEstablished || c.qp.TxPending() >= c.txBacklog() {
+	if c.phase() != stEstablished || c.tr.TxPending() >= c.txBacklog() {
 		return 0
 	}
 	c.drainHeld()
@@ -345,7 +345,7 @@ func (c *Conn) sendOOBRing(bufs [][]byte, total int) int {
 	}
 	b := lastByte(bufs)
 	switch {
-	case c.heldLen() == 0 && c.qp.TxPending() < c.txBacklog():
+	case c.heldLen() == 0 && c.tr.TxPending() < c.txBacklog():
 		c.postOOB(FlagOOBPres, b)
 	case c.heldLen() < c.txBacklog():
 		c.held = append(c.held, b[0])

@@ -102,14 +102,14 @@ func TestBlockingRecvSkipsEmptyRead(t *testing.T) {
 		}
 		echo <- nil
 	}()
-	before := a.qp.EmptyReads()
+	before := a.qp().EmptyReads()
 	for i := 0; i < rounds; i++ {
 		_, err := a.Send([][]byte{{byte(i)}}, time.Now())
 		require.NoError(t, err)
 		require.NoError(t, recv1(a, RecvBlock))
 	}
 	require.NoError(t, <-echo)
-	empty := a.qp.EmptyReads() - before
+	empty := a.qp().EmptyReads() - before
 	t.Logf("%d reads found the socket empty in %d round trips", empty, rounds)
 	require.Less(t, empty, uint64(rounds/4), "a blocking receive read the empty socket before waiting")
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"libsdp/iwarp"
 )
 
 // Read ZCopy (SDP's zero copy for large sends): the source registers the
@@ -56,7 +54,7 @@ const (
 
 // zsrc is the source side of the outstanding SrcAvail.
 type zsrc struct {
-	stag   iwarp.STag
+	stag   STag
 	buf    []byte // the offered bytes: the application's, or our copy once detached
 	n      int
 	read   int  // bytes the sink reported read (RdmaRdCompl)
@@ -68,7 +66,7 @@ type zsrc struct {
 	cancelAt  time.Time
 	nudgeAt   time.Time
 	nudges    int
-	copied0   uint64 // the QP's TxCopied when offered
+	copied0   uint64 // the transport's TxCopied when offered
 }
 
 // zcopyMaxOffer bounds one SrcAvail: a larger send is offered in parts, so
@@ -82,7 +80,7 @@ const zcopyMaxOffer = 4 << 20
 
 // zsink is the sink side of an advertised SrcAvail.
 type zsink struct {
-	stag iwarp.STag
+	stag STag
 	to   uint64
 	n    int
 	done int
@@ -92,7 +90,7 @@ type zsink struct {
 	reading, got, cancelled bool
 	// The Read: our region, its buffer (a copy once detached: the call
 	// that asked ended first), the Read's id, DirectPlaced before it.
-	rstag    iwarp.STag
+	rstag    STag
 	rbuf     []byte
 	rid      uint64
 	placed0  uint64
@@ -127,11 +125,11 @@ func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
 		return false
 	}
 	buf = buf[:min(len(buf), zcopyMaxOffer)]
-	stag, err := c.qp.Register(buf, iwarp.AccessRemoteRead)
+	stag, err := c.tr.Register(buf, AccessRemoteRead)
 	if err != nil {
 		return false
 	}
-	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel), copied0: c.qp.TxCopied()}
+	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel), copied0: c.tr.TxCopied()}
 	var b [srcAvailLen]byte
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(buf)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(stag))
@@ -151,7 +149,7 @@ func (c *Conn) postMessage(mid MID, m []byte) {
 	c.mseq++
 	c.advertise()
 	EncodeBSDH(m, BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: uint32(len(m)), MSeq: c.mseq, MSeqAck: c.recvSeq})
-	c.qp.PostSend(iwarp.OpSend, m)
+	c.tr.PostSend(m)
 	c.lastDataLen = 0
 	c.stats.MsgsTx++
 }
@@ -232,13 +230,14 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 	z := c.zsrc
 	// The peer's Read Responses are framed when its Read Requests arrive,
 	// so once the sink says it read them the region is no longer needed.
-	c.qp.Invalidate(z.stag)
+	c.tr.Invalidate(z.stag)
 	c.zsrc = nil
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
-	// iwarp sends Read Responses from the region itself, unless it had to
-	// copy them because the region went before the kernel took them.
-	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
+	// The transport sends Read Responses from the region itself, unless
+	// it had to copy them because the region went before the kernel took
+	// them.
+	c.stats.UserCopiesTx += c.tr.TxCopied() - z.copied0
 	if c.phase() != stEstablished || c.closed || c.eof {
 		if z.read > 0 {
 			return z.read, nil
@@ -280,7 +279,7 @@ func (c *Conn) CancelSend(buf []byte) int {
 		return n
 	}
 	priv := make([]byte, z.n)
-	c.qp.Rebind(z.stag, priv)
+	c.tr.Rebind(z.stag, priv)
 	z.buf, z.detached = priv, true
 	c.stats.UserCopiesTx += uint64(z.n - z.read)
 	c.zsrcTimers(now)
@@ -295,11 +294,11 @@ func (c *Conn) finishDetached(now time.Time) {
 	if z == nil || !z.detached || !c.zsrcAnswered() {
 		return
 	}
-	c.qp.Invalidate(z.stag)
+	c.tr.Invalidate(z.stag)
 	c.zsrc = nil
 	c.stats.ZCopyTx += uint64(z.read)
 	c.stats.PayloadTx += uint64(z.read)
-	c.stats.UserCopiesTx += c.qp.TxCopied() - z.copied0
+	c.stats.UserCopiesTx += c.tr.TxCopied() - z.copied0
 	if rest := z.buf[z.read:]; len(rest) > 0 && c.phase() == stEstablished && !c.eof {
 		c.early = append(rest, c.early...) // before what later calls queued there
 		c.drainEarly(now)
@@ -330,7 +329,7 @@ func (c *Conn) onSrcAvail(h BSDH) error {
 	if n == 0 {
 		return errors.New("sdp: SrcAvail of 0 bytes")
 	}
-	c.zsink = &zsink{stag: iwarp.STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: n}
+	c.zsink = &zsink{stag: STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: n}
 	c.edges++
 	return nil
 }
@@ -406,17 +405,17 @@ func (c *Conn) recvZCopy(b []byte, flags RecvFlags, now time.Time) (int, error) 
 	}
 	n := min(len(b), z.n-z.done)
 	b = b[:n]
-	stag, err := c.qp.Register(b, iwarp.AccessLocalWrite)
+	stag, err := c.tr.Register(b, AccessLocalWrite)
 	if err != nil {
 		return 0, err
 	}
-	id, err := c.qp.PostReadRequest(iwarp.ReadRequest{SinkSTag: uint32(stag), SinkTO: 0, Size: uint32(n), SrcSTag: uint32(z.stag), SrcTO: z.to + uint64(z.done)})
+	id, err := c.tr.PostRead(stag, 0, z.stag, z.to+uint64(z.done), uint32(n))
 	if err != nil {
-		c.qp.Invalidate(stag)
+		c.tr.Invalidate(stag)
 		return 0, err
 	}
 	z.reading, z.got = true, false
-	z.rstag, z.rbuf, z.rid, z.placed0 = stag, b, id, c.qp.DirectPlaced()
+	z.rstag, z.rbuf, z.rid, z.placed0 = stag, b, id, c.tr.DirectPlaced()
 	_ = c.flush()
 	c.readProgress()
 	return c.collectRead(b)
@@ -444,23 +443,24 @@ func (c *Conn) readProgress() {
 		return
 	}
 	if !z.got {
-		for _, comp := range c.qp.PollCompletions(c.comps[:0]) {
-			if comp.Kind == iwarp.CompReadDone && comp.ID == z.rid {
+		c.comps = c.tr.PollCompletions(c.comps[:0])
+		for _, comp := range c.comps {
+			if comp.Kind == CompReadDone && comp.ID == z.rid {
 				z.got = true
 			}
 		}
 		if !z.got {
 			if c.phase() != stEstablished || c.eof {
 				// The Read will not complete: the call sees the error.
-				c.qp.Invalidate(z.rstag)
+				c.tr.Invalidate(z.rstag)
 				z.reading = false
 			}
 			return
 		}
-		c.qp.Invalidate(z.rstag)
+		c.tr.Invalidate(z.rstag)
 		n := len(z.rbuf)
 		z.done += n
-		direct := min(uint64(n), c.qp.DirectPlaced()-z.placed0)
+		direct := min(uint64(n), c.tr.DirectPlaced()-z.placed0)
 		c.stats.ZCopyRx += uint64(n)
 		c.stats.PayloadRx += uint64(n)
 		c.stats.UserCopiesRx += uint64(n) - direct
@@ -509,11 +509,11 @@ func (c *Conn) detachRead(b []byte) int {
 	if b == nil {
 		// Closing: the call that lent the buffer may have returned (with
 		// an error) and the program freed it; the octets are not wanted.
-		z.rbuf, z.detached = c.qp.Detach(z.rstag), true
+		z.rbuf, z.detached = c.tr.Detach(z.rstag), true
 		return 0
 	}
 	priv := make([]byte, len(z.rbuf))
-	c.qp.Rebind(z.rstag, priv)
+	c.tr.Rebind(z.rstag, priv)
 	z.rbuf, z.detached = priv, true
 	return 0
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
-
-	"libsdp/iwarp"
 )
 
 // Write ZCopy (SDP's zero copy for large receives): a sink whose
@@ -54,18 +52,18 @@ const (
 
 // zwsink is the sink side of our outstanding SinkAvail.
 type zwsink struct {
-	stag    iwarp.STag
+	stag    STag
 	buf     []byte // the application's buffer; a private copy once cancelled
 	written int    // bytes the source reported written (RdmaWrCompl)
 	// done: RdmaWrCompl came; cancelled: the call ended first (the region
 	// was moved to a private buffer); cancelSent: SinkAvailCancel is out.
 	done, cancelled, cancelSent bool
-	placed0                     uint64 // the QP's DirectPlaced when offered
+	placed0                     uint64 // the transport's DirectPlaced when offered
 }
 
 // zwsrc is the source side of the peer's SinkAvail.
 type zwsrc struct {
-	stag iwarp.STag
+	stag STag
 	to   uint64
 	n    int
 	// dataSeq and ringWr when it was taken: any data sent since (a send
@@ -90,7 +88,7 @@ func (c *Conn) writeZCopyOK(b []byte, flags RecvFlags) bool {
 
 // postSinkAvail registers b for the peer's RDMA Write and offers it.
 func (c *Conn) postSinkAvail(b []byte) bool {
-	stag, err := c.qp.Register(b, iwarp.AccessRemoteWrite|iwarp.AccessLocalWrite)
+	stag, err := c.tr.Register(b, AccessRemoteWrite|AccessLocalWrite)
 	if err != nil {
 		return false
 	}
@@ -100,8 +98,8 @@ func (c *Conn) postSinkAvail(b []byte) bool {
 		c.postImmediate(0)
 		c.stats.RingAcks++
 	}
-	c.qp.WatchWrites(stag)
-	c.zw = &zwsink{stag: stag, buf: b, placed0: c.qp.DirectPlaced()}
+	c.tr.WatchWrites(stag)
+	c.zw = &zwsink{stag: stag, buf: b, placed0: c.tr.DirectPlaced()}
 	var m [sinkAvailLen]byte
 	binary.BigEndian.PutUint32(m[BSDHLen:], uint32(len(b)))
 	binary.BigEndian.PutUint32(m[BSDHLen+4:], uint32(stag))
@@ -164,18 +162,18 @@ func (c *Conn) cancelSink(crossed, closing bool) int {
 	if c.phase() == stEstablished && !c.eof {
 		switch {
 		case crossed:
-			c.qp.Invalidate(z.stag)
+			c.tr.Invalidate(z.stag)
 		case closing:
-			z.buf = c.qp.Detach(z.stag)
+			z.buf = c.tr.Detach(z.stag)
 		default:
 			priv := make([]byte, len(z.buf))
-			c.qp.Rebind(z.stag, priv)
+			c.tr.Rebind(z.stag, priv)
 			z.buf = priv
 		}
 		c.stats.ZCopyCancels++
 		c.sendPendingWZ()
 	} else {
-		c.qp.Invalidate(z.stag)
+		c.tr.Invalidate(z.stag)
 		c.zw = nil
 	}
 	return 0
@@ -219,7 +217,7 @@ func (c *Conn) onSinkAvail(h BSDH) error {
 	stale := int32(h.MSeqAck()-c.dataSeq) < 0 || c.zsrc != nil || len(c.early) > 0 || c.corked || c.heldLen() > 0 ||
 		(c.fc.ring() && c.ringAcked != c.ringWr) || c.wrShut() || c.closed
 	if !stale {
-		c.zws = &zwsrc{stag: iwarp.STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: int(n),
+		c.zws = &zwsrc{stag: STag(binary.BigEndian.Uint32(h[BSDHLen+4:])), to: binary.BigEndian.Uint64(h[BSDHLen+8:]), n: int(n),
 			dataSeq: c.dataSeq, ringWr: c.ringWr}
 		c.changes++
 	}
@@ -247,15 +245,15 @@ func (c *Conn) onRdmaWrCompl(h BSDH) error {
 		return errors.New("sdp: unexpected RdmaWrCompl")
 	}
 	n := int(binary.BigEndian.Uint32(h[BSDHLen:]))
-	if w := c.qp.Written(); n != w || n == 0 || n > len(z.buf) {
+	if w := c.tr.Written(); n != w || n == 0 || n > len(z.buf) {
 		return fmt.Errorf("sdp: RdmaWrCompl of %d bytes; %d were written into a buffer of %d", n, w, len(z.buf))
 	}
 	if !z.cancelled && c.rqBytes > 0 {
 		// The written bytes would come before data that came first.
 		return errors.New("sdp: RdmaWrCompl after data sent by buffer copy since the SinkAvail")
 	}
-	c.qp.WatchWrites(0)
-	direct := min(uint64(n), c.qp.DirectPlaced()-z.placed0)
+	c.tr.WatchWrites(0)
+	direct := min(uint64(n), c.tr.DirectPlaced()-z.placed0)
 	c.directSeen += direct // not the ring's (ring.go)
 	c.stats.ZCopyRx += uint64(n)
 	c.stats.ZCopyWriteRx += uint64(n)
@@ -265,13 +263,13 @@ func (c *Conn) onRdmaWrCompl(h BSDH) error {
 	c.edges++
 	c.changes++
 	if !z.cancelled {
-		c.qp.Invalidate(z.stag)
+		c.tr.Invalidate(z.stag)
 		z.done, z.written = true, n
 		return nil
 	}
 	// The call that offered the buffer has ended: the bytes are in our
 	// private copy and read as data, in stream order.
-	c.qp.Invalidate(z.stag)
+	c.tr.Invalidate(z.stag)
 	if c.closed {
 		c.abort() // data for a descriptor the application closed: as TCP, reset
 		return nil
@@ -288,8 +286,8 @@ func (c *Conn) onSinkCancelAck() error {
 	if c.zw == nil || !c.zw.cancelSent {
 		return errors.New("sdp: SinkCancelAck with no SinkAvailCancel outstanding")
 	}
-	c.qp.Invalidate(c.zw.stag)
-	c.qp.WatchWrites(0)
+	c.tr.Invalidate(c.zw.stag)
+	c.tr.WatchWrites(0)
 	c.zw = nil
 	c.changes++
 	return nil
@@ -318,17 +316,17 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 		}
 	}
 	n := min(total, z.n)
-	copied0 := c.qp.TxCopied()
+	copied0 := c.tr.TxCopied()
 	var src []byte
 	if n <= len(bufs[0]) {
-		// Sent from the application's buffer itself (iwarp's gather);
+		// Sent from the application's buffer itself (PostWriteFrom);
 		// what the kernel does not take before the call returns is
 		// copied then (Settle).
 		src = bufs[0][:n]
-		c.qp.PostWriteGather(z.stag, z.to, src)
+		c.tr.PostWriteFrom(z.stag, z.to, src)
 	} else {
 		c.parts = gather(c.parts[:0], bufs, 0, n)
-		c.qp.PostWrite(z.stag, z.to, c.parts...)
+		c.tr.PostWrite(z.stag, z.to, c.parts)
 		clear(c.parts)
 		c.stats.UserCopiesTx += uint64(n)
 	}
@@ -342,8 +340,8 @@ func (c *Conn) sendWrite(bufs [][]byte, now time.Time) (int, error) {
 	c.stats.PayloadTx += uint64(n)
 	_ = c.flush()
 	if src != nil {
-		c.qp.Settle(src)
-		c.stats.UserCopiesTx += c.qp.TxCopied() - copied0
+		c.tr.Settle(src)
+		c.stats.UserCopiesTx += c.tr.TxCopied() - copied0
 	}
 	return n, nil
 }

@@ -242,19 +242,19 @@ func TestWriteZCopyHostile(t *testing.T) {
 		{"RdmaWrCompl-beyond", "RdmaWrCompl of", func(t *testing.T, sink, src *Conn, buf []byte) {
 			src.mu.Lock()
 			z := src.zws
-			src.qp.PostWrite(z.stag, 0, make([]byte, 100))
+			src.tr.PostWrite(z.stag, 0, [][]byte{make([]byte, 100)})
 			src.mu.Unlock()
 			sendRaw(src, MIDRdmaWrCompl, binary.BigEndian.AppendUint32(nil, big+1))
 		}},
 		{"write-bad-STag", "not valid", func(t *testing.T, sink, src *Conn, buf []byte) {
 			src.mu.Lock()
-			src.qp.PostWrite(src.zws.stag+1, 0, make([]byte, 100))
+			src.tr.PostWrite(src.zws.stag+1, 0, [][]byte{make([]byte, 100)})
 			_ = src.flush()
 			src.mu.Unlock()
 		}},
 		{"write-beyond-region", "outside the region", func(t *testing.T, sink, src *Conn, buf []byte) {
 			src.mu.Lock()
-			src.qp.PostWrite(src.zws.stag, big-50, make([]byte, 100))
+			src.tr.PostWrite(src.zws.stag, big-50, [][]byte{make([]byte, 100)})
 			_ = src.flush()
 			src.mu.Unlock()
 		}},
@@ -318,7 +318,7 @@ func sendRaw(c *Conn, mid MID, body []byte) {
 	m := make([]byte, BSDHLen+len(body))
 	EncodeBSDH(m, BSDHFields{MID: mid, Bufs: uint16(c.posted), Len: uint32(len(m)), MSeq: c.mseq, MSeqAck: c.recvSeq})
 	copy(m[BSDHLen:], body)
-	c.qp.PostSend(iwarp.OpSend, m)
+	c.tr.PostSend(m)
 	_ = c.flush()
 }
 
@@ -331,16 +331,16 @@ func FuzzWriteZCopy(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 16, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		newConn := func() *Conn {
-			c := &Conn{qp: iwarp.NewQP(-1), fc: FlowCredit, st: stEstablished, peerWZ: true, bufSize: 1 << 16}
+			c := &Conn{tr: overQP(iwarp.NewQP(-1)), fc: FlowCredit, st: stEstablished, peerWZ: true, bufSize: 1 << 16}
 			c.peerBufs, c.posted = 1<<10, 1<<10
-			c.qp.StartFullOperation(false, false, false, 0, 1460) // what it sends is only queued
+			c.qp().StartFullOperation(false, false, false, 0, 1460) // what it sends is only queued
 			return c
 		}
 		sink, src := newConn(), newConn()
 		buf := make([]byte, 4096)
-		stag, err := sink.qp.Register(buf, iwarp.AccessRemoteWrite)
+		stag, err := sink.tr.Register(buf, AccessRemoteWrite)
 		require.NoError(t, err)
-		sink.qp.WatchWrites(stag)
+		sink.tr.WatchWrites(stag)
 		sink.zw = &zwsink{stag: stag, buf: buf}
 		for len(ops) >= 9 {
 			kind, body := ops[0]%5, ops[1:9]
@@ -361,7 +361,7 @@ func FuzzWriteZCopy(f *testing.F) {
 			case 1:
 				if sink.onRdmaWrCompl(h(MIDRdmaWrCompl, rdmaWrComplLen)) == nil && sink.zw != nil {
 					require.LessOrEqual(t, sink.zw.written, len(buf))
-					require.Equal(t, sink.zw.written, sink.qp.Written(), "only what was written")
+					require.Equal(t, sink.zw.written, sink.tr.Written(), "only what was written")
 				}
 			case 2:
 				_ = src.onSinkAvailCancel(h(MIDSinkAvailCncl, BSDHLen))
