@@ -32,7 +32,7 @@ type Config struct {
 	SndBuf, RcvBuf int
 }
 
-// Defaults of the modes, chosen from BenchmarkModes (README, "Choosing
+// Defaults of the modes, chosen from BenchmarkModes (docs/PERFORMANCE.md, "Choosing
 // the modes"). The shim's Hello carries the same
 // default flow control when SDP_FLOW_CONTROL is not set.
 const (

@@ -8,7 +8,7 @@ import (
 )
 
 // The alternatives of the papers libsdp's design comes from stay selectable,
-// so that their results can be reproduced (README.md, "Choosing the modes"):
+// so that their results can be reproduced (docs/PERFORMANCE.md, "Choosing the modes"):
 //
 //   - Balaji, Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
 //     Network Stacks: A Case Study with iWARP over 10G Ethernet": integrated

@@ -38,7 +38,7 @@ const RecvWait RecvFlags = 1 << 1
 // DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default: SDP uses zero copy
 // only for large messages (Balaji, Bhagvat, Thakur and Panda, "Sockets Direct
 // Protocol for Hybrid Network Stacks: A Case Study with iWARP over 10G
-// Ethernet", §2.1); README.md, "Performance", has the measurements behind the
+// Ethernet", §2.1); docs/PERFORMANCE.md has the measurements behind the
 // value.
 const DefaultZCopyThreshold = 32 << 10
 
