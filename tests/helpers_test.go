@@ -330,6 +330,13 @@ func startProg(ctx context.Context, t *testing.T, name string, env []string, out
 	cmd.Env = env
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
+	return runProc(t, name, cmd, out)
+}
+
+// runProc starts cmd with its output in out and returns it as a proc, stopped at the end of
+// the test (or by the caller, earlier).
+func runProc(t *testing.T, name string, cmd *exec.Cmd, out string) *proc {
+	t.Helper()
 	f, err := os.Create(out)
 	require.NoError(t, err)
 	defer f.Close()

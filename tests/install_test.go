@@ -97,18 +97,7 @@ func startProc(ctx context.Context, t *testing.T, name string, env []string, out
 	cmd.Dir = "/"
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
-	f, err := os.Create(outFile)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: name, cmd: cmd, out: outFile, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
-	return p
+	return runProc(t, name, cmd, outFile)
 }
 
 // stopClean stops p and requires that it exited by itself after the interrupt (so its

@@ -57,17 +57,7 @@ func TestNodeCluster(t *testing.T) {
 			cmd := exec.CommandContext(ctx, nb.path, js, strconv.Itoa(port))
 			cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
 			cmd.WaitDelay = 10 * time.Second
-			out := filepath.Join(dir, "server.out")
-			f, err := os.Create(out)
-			require.NoError(t, err)
-			defer f.Close()
-			cmd.Stdout, cmd.Stderr = f, f
-			require.NoError(t, cmd.Start())
-			p := &proc{name: nb.name + " cluster", cmd: cmd, out: out, done: make(chan struct{})}
-			go func() {
-				p.err = cmd.Wait()
-				close(p.done)
-			}()
+			p := runProc(t, nb.name+" cluster", cmd, filepath.Join(dir, "server.out"))
 			t.Cleanup(func() {
 				_ = cmd.Process.Kill()
 				<-p.done

@@ -106,17 +106,7 @@ func runHandoff(ctx context.Context, t *testing.T, shim, dir string, n int, mode
 	cmd.Env = append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), env...)
 	cmd.WaitDelay = 10 * time.Second
 	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "hand-off server", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := runProc(t, "hand-off server", cmd, out)
 	p.waitListening(ctx, t, port, sdpPort(port))
 
 	cli := exec.CommandContext(ctx, python, "-c", handoffClientPy, strconv.Itoa(port), strconv.Itoa(n))
@@ -220,17 +210,7 @@ func TestHandoffListener(t *testing.T) {
 	cmd.Env = sdpEnv(shim, filepath.Join(dir, "server.%p.log"))
 	cmd.WaitDelay = 10 * time.Second
 	out := filepath.Join(dir, "server.out")
-	f, err := os.Create(out)
-	require.NoError(t, err)
-	defer f.Close()
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	p := &proc{name: "listener hand-off", cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(p.stop)
+	p := runProc(t, "listener hand-off", cmd, out)
 	// Passed: the listener is in the worker and the SDP port closed, before any client.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
