@@ -314,6 +314,15 @@ int reset_once(struct fdent *e, int err, int send)
 	return send ? EPIPE : 0;
 }
 
+/* done_or_error ends a data call that stops early: what it moved, or -1 with err when nothing. */
+static ssize_t done_or_error(size_t done, int err)
+{
+	if (done)
+		return (ssize_t)done;
+	errno = err;
+	return -1;
+}
+
 /* nonblocking_call says whether the call may not wait (MSG_DONTWAIT, or
  * O_NONBLOCK, which costs a system call and is asked once per call). */
 static int nonblocking_call(int fd, int flags, int *nonblock)
@@ -401,19 +410,13 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				/* The application saw the transport full: the room that
 				 * comes back is a new edge for EPOLLET waiters. */
 				atomic_fetch_add(&e->wfull, 1);
-				if (done)
-					return done;
-				errno = EAGAIN;
-				return -1;
+				return done_or_error(done, EAGAIN);
 			}
 			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w == -EINTR || w == -EAGAIN) {
-				if (done)
-					return done;
-				errno = -w;
-				return -1;
+				return done_or_error(done, -w);
 			}
 			if (w <= -SDP_FALLBACK) {
 				if (done)
@@ -576,10 +579,7 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			return after_fallback_recv(fd, e, (int)n, iov, cnt, flags);
 		if (n == -EAGAIN) {
 			if (nonblocking_call(fd, flags, &nonblock)) {
-				if (done)
-					return done;
-				errno = EAGAIN;
-				return -1;
+				return done_or_error(done, EAGAIN);
 			}
 			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline);
 			if (w > 0)

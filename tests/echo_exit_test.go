@@ -34,20 +34,30 @@ func TestEchoAtExit(t *testing.T) {
 }
 
 func echoOnce(t *testing.T, shim, bin string, mode []string, seed int) {
+	cli, srv, dir := runCPair(t, shim, bin, mode, []string{strconv.Itoa(seed)},
+		[]string{strconv.Itoa(seed + 1000), strconv.Itoa(echoBytes)})
+	assert.Equal(t, fmt.Sprintf("ok %d\n", echoBytes), cli, "the client")
+	assert.Contains(t, srv, fmt.Sprintf("served %d\n", echoBytes))
+	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
+}
+
+// runCPair runs a tests/c program's server (bin server PORT srvArgs...) and then its client
+// (bin client PORT cliArgs...), both preloaded with mode added, and returns the client's
+// output, the server's once it has exited, and the directory of their logs. Either one
+// failing fails the test.
+func runCPair(t *testing.T, shim, bin string, mode, srvArgs, cliArgs []string) (cli, srv, dir string) {
+	t.Helper()
 	_, ctx := setup(t)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	dumpLogsOnFailure(t, dir)
 	port := freePort(t)
-	srvOut := filepath.Join(dir, "server.out")
-	p := startProg(ctx, t, "etecho server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), mode...),
-		srvOut, bin, "server", strconv.Itoa(port), strconv.Itoa(seed))
+	ps, name := strconv.Itoa(port), filepath.Base(bin)
+	p := startProg(ctx, t, name+" server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), mode...),
+		filepath.Join(dir, "server.out"), bin, append([]string{"server", ps}, srvArgs...)...)
 	p.waitListening(ctx, t, port, sdpPort(port))
-	cli := exec.CommandContext(ctx, bin, "client", strconv.Itoa(port), strconv.Itoa(seed+1000), strconv.Itoa(echoBytes))
-	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), mode...)
-	got, err := cli.CombinedOutput()
-	assert.NoError(t, err)
-	assert.Equal(t, fmt.Sprintf("ok %d\n", echoBytes), string(got), "the client")
-	b := p.finish(ctx, t)
-	assert.Contains(t, b, fmt.Sprintf("served %d\n", echoBytes))
-	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
+	c := exec.CommandContext(ctx, bin, append([]string{"client", ps}, cliArgs...)...)
+	c.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), mode...)
+	got, err := c.CombinedOutput()
+	assert.NoError(t, err, "the client: %s", got)
+	return string(got), p.finish(ctx, t), dir
 }

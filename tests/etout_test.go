@@ -2,14 +2,10 @@ package tests
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // etoutBytes is what the server of TestEdgeTriggeredOut writes.
@@ -38,28 +34,9 @@ func TestEdgeTriggeredOut(t *testing.T) {
 }
 
 func etoutOnce(t *testing.T, shim, bin string, mode []string) {
-	_, ctx := setup(t)
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	port := freePort(t)
-	srvOut := filepath.Join(dir, "server.out")
 	n := strconv.Itoa(etoutBytes)
-	p := startProg(ctx, t, "etout server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), mode...),
-		srvOut, bin, "server", strconv.Itoa(port), n)
-	p.waitListening(ctx, t, port, sdpPort(port))
-	cli := exec.CommandContext(ctx, bin, "client", strconv.Itoa(port), n)
-	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), mode...)
-	got, err := cli.CombinedOutput()
-	assert.NoError(t, err)
-	assert.Equal(t, fmt.Sprintf("ok %d\n", etoutBytes), string(got), "the client")
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	require.NoError(t, p.err, "%s", tail(srvOut))
-	b, err := os.ReadFile(srvOut)
-	require.NoError(t, err)
-	assert.Contains(t, string(b), fmt.Sprintf("served %d ", etoutBytes), "the server")
+	cli, srv, dir := runCPair(t, shim, bin, mode, []string{n}, []string{n})
+	assert.Equal(t, fmt.Sprintf("ok %d\n", etoutBytes), cli, "the client")
+	assert.Contains(t, srv, fmt.Sprintf("served %d ", etoutBytes), "the server")
 	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
 }

@@ -11,18 +11,11 @@
  *
  * Prints "ok N" (client) or "served N" (server); any failure prints why and
  * exits 1. Every wait is bounded (20 s without progress). */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
+
+#include "et.h"
 
 #define STALL_MS 20000
 #define MAXW (1 << 20)
@@ -40,36 +33,9 @@ static uint8_t pattern(uint64_t i)
 	return (uint8_t)(i * 2654435761u >> 13);
 }
 
-static void fail(const char *what)
-{
-	printf("fail %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
-static void nonblock(int fd)
-{
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
-		fail("fcntl");
-}
-
 static int server(int port, uint32_t seed)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int l = socket(AF_INET, SOCK_STREAM, 0), on = 1;
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-	if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0)
-		fail("listen");
-	printf("listening\n");
-	fflush(stdout);
-	int c = accept(l, NULL, NULL);
-	if (c < 0)
-		fail("accept");
-	nonblock(c);
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = c };
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) < 0)
-		fail("epoll");
+	int ep, c = et_accept(port, &ep);
 	size_t cap = 16 << 20, have = 0, off = 0;
 	char *buf = malloc(cap);
 	uint64_t total = 0;
@@ -132,11 +98,7 @@ static int server(int port, uint32_t seed)
 
 static int client(int port, uint32_t seed, uint64_t n)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
-		fail("connect");
+	int c = et_connect(port);
 	nonblock(c);
 	char *out = malloc(MAXW), *in = malloc(1 << 20);
 	if (!out || !in)

@@ -16,47 +16,18 @@
  * with EPOLLOUT, as over TCP, whichever thread of the engine took the
  * update off the socket. Prints "ok N" (client) or "served N ROUNDS"
  * (server); a failure prints why and exits 1. */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
 #include <unistd.h>
+
+#include "et.h"
 
 #define WAIT_MS 2000
 #define CHUNK (64 << 10)
 
-static void fail(const char *what)
-{
-	printf("fail %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
 static int server(int port, uint64_t n)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int l = socket(AF_INET, SOCK_STREAM, 0), on = 1;
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-	if (bind(l, (struct sockaddr *)&a, sizeof a) < 0 || listen(l, 4) < 0)
-		fail("listen");
-	printf("listening\n");
-	fflush(stdout);
-	int c = accept(l, NULL, NULL);
-	if (c < 0)
-		fail("accept");
-	if (fcntl(c, F_SETFL, fcntl(c, F_GETFL) | O_NONBLOCK) < 0)
-		fail("fcntl");
-	int ep = epoll_create1(0);
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.fd = c };
-	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) < 0)
-		fail("epoll");
+	int ep, c = et_accept(port, &ep);
 	/* The client's byte, then its end of stream. */
 	char b;
 	int eof = 0;
@@ -113,11 +84,7 @@ static int server(int port, uint64_t n)
 
 static int client(int port, uint64_t n)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int c = socket(AF_INET, SOCK_STREAM, 0);
-	if (connect(c, (struct sockaddr *)&a, sizeof a) < 0)
-		fail("connect");
+	int c = et_connect(port);
 	if (write(c, "x", 1) != 1 || shutdown(c, SHUT_WR) < 0)
 		fail("write and shutdown");
 	static char in[4096];
