@@ -24,13 +24,7 @@ const echoBytes = 8000000
 func TestEchoAtExit(t *testing.T) {
 	shim, ctx := setup(t)
 	bin := buildTestC(ctx, t, "etecho.c")
-	names, envs := flowProgressModes(true)
-	for i, name := range names {
-		mode, seed := envs[i], i+2
-		t.Run(name, func(t *testing.T) {
-			echoOnce(t, shim, bin, mode, seed)
-		})
-	}
+	forEachMode(t, true, func(t *testing.T, i int, mode []string) { echoOnce(t, shim, bin, mode, i+2) })
 }
 
 func echoOnce(t *testing.T, shim, bin string, mode []string, seed int) {

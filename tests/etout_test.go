@@ -24,13 +24,7 @@ const etoutBytes = 16000000
 func TestEdgeTriggeredOut(t *testing.T) {
 	shim, ctx := setup(t)
 	bin := buildTestC(ctx, t, "etout.c")
-	names, envs := flowProgressModes(false)
-	for i, name := range names {
-		mode := envs[i]
-		t.Run(name, func(t *testing.T) {
-			etoutOnce(t, shim, bin, mode)
-		})
-	}
+	forEachMode(t, false, func(t *testing.T, _ int, mode []string) { etoutOnce(t, shim, bin, mode) })
 }
 
 func etoutOnce(t *testing.T, shim, bin string, mode []string) {

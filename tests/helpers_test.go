@@ -197,6 +197,17 @@ func buildTestC(ctx context.Context, t *testing.T, src string, libs ...string) s
 	return bin
 }
 
+// forEachMode runs f as a subtest in every flow-control and progress mode (and, withBuffering,
+// every buffering mode), named like credit-separate-async; mode is its environment and i its
+// index, from 0.
+func forEachMode(t *testing.T, withBuffering bool, f func(t *testing.T, i int, mode []string)) {
+	t.Helper()
+	names, envs := flowProgressModes(withBuffering)
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) { f(t, i, envs[i]) })
+	}
+}
+
 // flowProgressModes are the environments of every flow-control and progress mode, each with
 // its name, with buffering too when withBuffering.
 func flowProgressModes(withBuffering bool) (names []string, envs [][]string) {
@@ -426,7 +437,13 @@ func readStats(t *testing.T, dir, prefix string) stats {
 // logText returns the text of every dir/prefix.*.log.
 func logText(t *testing.T, dir, prefix string) string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, prefix+".*.log"))
+	return globText(t, filepath.Join(dir, prefix+".*.log"))
+}
+
+// globText returns the text of every file the pattern matches, whole, one after another.
+func globText(t *testing.T, pattern string) string {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
 	require.NoError(t, err)
 	var b strings.Builder
 	for _, f := range files {

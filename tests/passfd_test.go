@@ -253,6 +253,19 @@ func TestHandoffListener(t *testing.T) {
 	assert.Contains(t, server, "a listener passed from another process")
 }
 
+// upperServerPy serves argv[2] connections on the listener at descriptor argv[1], each
+// echoing what it reads in upper case; the activators below hand it their listener.
+const upperServerPy = `
+import socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    c, _ = s.accept()
+    c.settimeout(20)
+    c.sendall(c.recv(100).upper())
+    c.close()
+print("SERVED", flush=True)
+`
+
 // socketActivatorPy is a socket activator that does not load libsdp (as systemd and
 // systemd-socket-activate): it listens on 127.0.0.1:argv[1], then forks and execs a server with
 // the listener as descriptor 3 and LISTEN_FDS=1, LISTEN_PID set (systemd's protocol), its
@@ -264,16 +277,7 @@ port, n = sys.argv[1], sys.argv[2]
 s = socket.socket()
 s.bind(("127.0.0.1", int(port)))
 s.listen(8)
-server = """
-import socket, sys
-s = socket.socket(fileno=3)
-for _ in range(int(sys.argv[1])):
-    c, _ = s.accept()
-    c.settimeout(20)
-    c.sendall(c.recv(100).upper())
-    c.close()
-print("SERVED", flush=True)
-"""
+server = """` + upperServerPy + `"""
 pid = os.fork()
 if pid == 0:
     if s.fileno() == 3:
@@ -281,7 +285,7 @@ if pid == 0:
     else:
         os.dup2(s.fileno(), 3)
     env = dict(os.environ, LISTEN_FDS="1", LISTEN_PID=str(os.getpid()), LD_PRELOAD=os.environ["ACTIVATED_PRELOAD"])
-    os.execve(sys.executable, [sys.executable, "-c", server, n], env)
+    os.execve(sys.executable, [sys.executable, "-c", server, "3", n], env)
 s.close()
 _, st = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(st))
@@ -319,16 +323,7 @@ print("LISTENING", flush=True)
 select.select([s], [], [], 30)
 s.set_inheritable(True)
 env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-server = """
-import socket, sys
-s = socket.socket(fileno=int(sys.argv[1]))
-for _ in range(int(sys.argv[2])):
-    c, _ = s.accept()
-    c.settimeout(20)
-    c.sendall(c.recv(100).upper())
-    c.close()
-print("SERVED", flush=True)
-"""
+server = """` + upperServerPy + `"""
 os.execve(sys.executable, [sys.executable, "-c", server, str(s.fileno()), n], env)
 `
 

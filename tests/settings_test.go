@@ -92,20 +92,6 @@ func settingsLine(t *testing.T, log, side string) map[string]string {
 	return out
 }
 
-// readLogs is every *.log file of dir, whole.
-func readLogs(t *testing.T, dir string) string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		b.Write(data)
-	}
-	return b.String()
-}
-
 // checkSetting asserts that a side read value v of s as the reference (settings.Parse) does:
 // the same value in its settings line and, for a bad value, the reference's warning in its log
 // (ending in suffix), or no warning for a good one.
@@ -148,7 +134,7 @@ func TestSettingsShim(t *testing.T) {
 				}
 			}
 			runTrue(ctx, t, env, trueBin)
-			log := readLogs(t, dir)
+			log := globText(t, filepath.Join(dir, "*.log"))
 			line := settingsLine(t, log, "shim")
 			for _, s := range under {
 				checkSetting(t, log, line, s, in.of(s), sharedSuffix(s), "shim")
@@ -170,7 +156,7 @@ func TestSettingsLogLevel(t *testing.T) {
 			v := in.of(s)
 			// A bad SDP_LOG_LEVEL is said on stderr: the log file is opened after it is read.
 			out := runTrue(ctx, t, append(sdpEnv(shim, filepath.Join(dir, "true.%p.log")), s.Name+"="+v), trueBin)
-			log := out + readLogs(t, dir)
+			log := out + globText(t, filepath.Join(dir, "*.log"))
 			n, perr := s.Parse(v)
 			assert.Equal(t, n == 3, strings.Contains(log, "settings (shim): "), "%s=%q: debug or not", s.Name, v)
 			if perr != nil {
@@ -216,7 +202,7 @@ func TestSettingsAgree(t *testing.T) {
 			}
 			dir := t.TempDir()
 			got, _, _ := helloExchange(ctx, t, shim, dir, hc)
-			log := readLogs(t, dir)
+			log := globText(t, filepath.Join(dir, "*.log"))
 			shimLine, engineLine := settingsLine(t, log, "shim"), settingsLine(t, log, "engine")
 			for _, s := range under {
 				checkSetting(t, log, engineLine, s, in.of(s), "", "engine")

@@ -84,13 +84,19 @@ static void enter(unsigned wait)
 		die("io_uring_enter");
 }
 
-/* submit runs one entry and returns its completion's result. */
-static int submit(const struct io_uring_sqe *e)
+/* queue puts one entry in the submission queue. */
+static void queue(const struct io_uring_sqe *e)
 {
 	unsigned tail = *ring.sq_tail, idx = tail & *ring.sq_mask;
 	ring.sqes[idx] = *e;
 	ring.sq_array[idx] = idx;
 	__atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
+}
+
+/* submit runs one entry and returns its completion's result. */
+static int submit(const struct io_uring_sqe *e)
+{
+	queue(e);
 	enter(1);
 	while (*ring.cq_head == __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE))
 		enter(1); /* a kernel thread may not have taken it yet */
@@ -103,10 +109,7 @@ static int submit(const struct io_uring_sqe *e)
 /* push queues one entry and submits it without waiting for it. */
 static void push(const struct io_uring_sqe *e)
 {
-	unsigned tail = *ring.sq_tail, idx = tail & *ring.sq_mask;
-	ring.sqes[idx] = *e;
-	ring.sq_array[idx] = idx;
-	__atomic_store_n(ring.sq_tail, tail + 1, __ATOMIC_RELEASE);
+	queue(e);
 	enter(0);
 }
 
