@@ -315,7 +315,7 @@ static int over_conn_cap(void)
 	if (c == 0)
 		return 0;
 	int n = 0;
-	for (int fd = 0; fd < FD_MAX && n < c; fd++) {
+	for (int fd = 0, end = atomic_load(&fd_end); fd < end && n < c; fd++) {
 		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
 		int k = e ? atomic_load_explicit(&e->kind, memory_order_relaxed) : K_NONE;
 		n += k == K_CONNECTING || k == K_ACTIVE || k == K_PASSIVE || k == K_SDP;

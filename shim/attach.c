@@ -41,7 +41,7 @@ void attach_siblings(int fd)
 	struct stat a, b;
 	if (fstat(fd, &a) < 0)
 		return;
-	for (int i = 0; i < FD_MAX; i++) {
+	for (int i = 0, end = atomic_load(&fd_end); i < end; i++) {
 		struct fdent *o = i == fd ? NULL : atomic_load_explicit(&fdtab[i], memory_order_acquire);
 		if (!o || !o->shared)
 			continue;

@@ -346,7 +346,7 @@ void epoll_follow(int fd, struct fdent *e)
 	if (fstat(fd, &a) < 0)
 		return;
 	int other = -1;
-	for (int i = 0; i < FD_MAX && other < 0; i++) {
+	for (int i = 0, end = atomic_load(&fd_end); i < end && other < 0; i++) {
 		struct fdent *o = i == fd ? NULL : atomic_load_explicit(&fdtab[i], memory_order_acquire);
 		if (o && o->dupped && atomic_load(&o->kind) != K_NONE && fstat(i, &b) == 0 &&
 		    b.st_ino == a.st_ino && b.st_dev == a.st_dev)
@@ -355,7 +355,7 @@ void epoll_follow(int fd, struct fdent *e)
 	if (other < 0)
 		return;
 	uint32_t gen = atomic_load(&e->gen), ngen = atomic_load(&fdtab[other]->gen);
-	for (int i = 0; i < FD_MAX; i++) {
+	for (int i = 0, end = atomic_load(&fd_end); i < end; i++) {
 		struct fdent *x = atomic_load_explicit(&fdtab[i], memory_order_acquire);
 		if (!x || atomic_load(&x->kind) != K_EPOLL || !x->ep)
 			continue;

@@ -57,7 +57,7 @@ static char *inherit_string(int preloaded)
 	if (!out)
 		return NULL;
 	len = snprintf(out, cap, INHERIT_VAR "=1");
-	for (int fd = 0; fd < FD_MAX; fd++) {
+	for (int fd = 0, end = atomic_load(&fd_end); fd < end; fd++) {
 		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
 		if (!e)
 			continue;

@@ -11,6 +11,7 @@ _Atomic unsigned n_forks; /* a socket open before a fork is shared with the chil
 _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets;
 
 struct fdent *_Atomic fdtab[FD_MAX];
+_Atomic int fd_end;
 static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Entries are never freed, only reset, so a racing reader never sees freed
@@ -27,6 +28,8 @@ struct fdent *entry_new(int fd, int kind, int family)
 			e = calloc(1, sizeof *e);
 			if (e)
 				atomic_store(&fdtab[fd], e);
+			if (e && fd >= atomic_load(&fd_end))
+				atomic_store(&fd_end, fd + 1); /* after the entry: a scan that sees the end sees it */
 		}
 		pthread_mutex_unlock(&tab_mu);
 		if (!e)
@@ -148,7 +151,7 @@ int shim_snapshot(char *buf, int len)
 	if (len <= 0)
 		return 0;
 	buf[0] = 0;
-	for (int fd = 0; fd < FD_MAX && o < len - 256; fd++) {
+	for (int fd = 0, end = atomic_load(&fd_end); fd < end && o < len - 256; fd++) {
 		struct fdent *e = atomic_load_explicit(&fdtab[fd], memory_order_acquire);
 		if (!e)
 			continue;

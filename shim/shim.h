@@ -241,6 +241,10 @@ extern pid_t cached_pid; /* defined in shim/engine.c */
 extern _Atomic unsigned n_forks; /* defined in shim/fdtable.c */
 extern _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets; /* defined in shim/fdtable.c */
 extern struct fdent *_Atomic fdtab[FD_MAX]; /* defined in shim/fdtable.c */
+/* fd_end is one past the highest descriptor that has ever had an entry
+ * (entries are never freed): the table's scans stop there instead of
+ * touching all of its 512 KiB. */
+extern _Atomic int fd_end;
 extern pthread_once_t real_once; /* defined in shim/libc.c */
 extern struct rule *rules; /* defined in shim/rules.c */
 extern int n_rules, rules_loaded; /* defined in shim/rules.c */

@@ -127,7 +127,7 @@ EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 	if (flags & CLOSE_RANGE_CLOEXEC)
 		return real_close_range(first, last, flags);
 	unsigned int start = first;
-	for (unsigned int fd = first; fd <= last && fd < FD_MAX; fd++) {
+	for (unsigned int fd = first, end = (unsigned)atomic_load(&fd_end); fd <= last && fd < end; fd++) {
 		struct fdent *e = ours((int)fd);
 		if (!e)
 			continue;
