@@ -69,17 +69,18 @@ else
 fi
 COMMON=(runs=$RUNS budget=$BUDGET miniters=5)
 HUGE=1073741824 # an SDP_ZCOPY_THRESHOLD no message reaches: BCopy only
+PAPERS_ZC=SDP_ZCOPY_THRESHOLD=32768 # the papers' zero copy from 32 KiB (the default is none)
 
 # Configurations: name → environment. "tcp" runs without the preload.
 declare -A CFG=(
 	[tcp]=""
 	[sdp-default]=""
-	[basic]="SDP_BUFFERING=separate SDP_FLOW_CONTROL=credit"
-	[enhanced]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport"
+	[basic]="SDP_BUFFERING=separate SDP_FLOW_CONTROL=credit $PAPERS_ZC"
+	[enhanced]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport $PAPERS_ZC"
 	[enhanced-bcopy]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_ZCOPY_THRESHOLD=$HUGE"
-	[enhanced-nomarkers]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_MARKERS=0"
-	[enhanced-nocrc]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_CRC=0"
-	[enhanced-bare]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_MARKERS=0 SDP_CRC=0"
+	[enhanced-nomarkers]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_MARKERS=0 $PAPERS_ZC"
+	[enhanced-nocrc]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_CRC=0 $PAPERS_ZC"
+	[enhanced-bare]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_MARKERS=0 SDP_CRC=0 $PAPERS_ZC"
 	[inline]="SDP_PROGRESS=inline"
 	[async]="SDP_PROGRESS=async"
 	[copy]="SDP_BUFFERING=separate SDP_ZCOPY_THRESHOLD=$HUGE"

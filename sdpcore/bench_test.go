@@ -19,6 +19,11 @@ func BenchmarkStream(b *testing.B) {
 			cfg.Markers, cfg.CRC = false, false
 			benchSDP(b, size, cfg)
 		})
+		b.Run("sdp-zcopy/"+sizeName(size), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.ZCopyThreshold = testZCopyThreshold // off by default: measured beside it
+			benchSDP(b, size, cfg)
+		})
 		b.Run("sdp-unaligned/"+sizeName(size), func(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.Unaligned = true

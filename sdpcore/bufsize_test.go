@@ -19,7 +19,7 @@ func TestSendBufferBound(t *testing.T) {
 			require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096))
 			require.NoError(t, unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4096))
 		}
-		a, p := connPairOn(t, DefaultConfig(), cfd, afd)
+		a, p := connPairOn(t, testConfig(), cfd, afd)
 		a.SetBufferSizes(sndbuf, 0)
 		chunk := make([]byte, 64<<10)
 		total := 0
@@ -42,7 +42,7 @@ func TestSendBufferBound(t *testing.T) {
 	bounded := accepted(t, 4096)
 	free := accepted(t, 0)
 	t.Logf("taken: %d bytes with SO_SNDBUF 4096, %d without", bounded, free)
-	require.GreaterOrEqual(t, free, DefaultConfig().TxBacklog)
+	require.GreaterOrEqual(t, free, testConfig().TxBacklog)
 	require.Less(t, bounded, free/2)
 }
 

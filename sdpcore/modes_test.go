@@ -31,7 +31,7 @@ func (m modeCase) String() string {
 }
 
 func (m modeCase) config() Config {
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.FlowControl, cfg.Buffering, cfg.Progress = m.fc, m.buf, m.prog
 	cfg.Markers, cfg.CRC = m.markers, m.crc
 	return cfg
@@ -188,7 +188,7 @@ func TestFlowControlNegotiation(t *testing.T) {
 		{FlowCredit, FlowTransport, FlowCredit},
 	} {
 		t.Run(fmt.Sprintf("%v-%v", tc.passive, tc.active), func(t *testing.T) {
-			pc, ac := DefaultConfig(), DefaultConfig()
+			pc, ac := testConfig(), testConfig()
 			pc.FlowControl, ac.FlowControl = tc.passive, tc.active
 			a, p := connPairCfg(t, ac, pc)
 			oneWay(t, p, a, 300<<10)
@@ -265,7 +265,7 @@ func oneWay(t *testing.T, s, r *Conn, n int) {
 // Panda, "Sockets Direct Protocol for Hybrid Network Stacks: A Case Study
 // with iWARP over 10G Ethernet", §4.2).
 func TestTransportAppendsToQueuedMessage(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.FlowControl = FlowTransport
 	a, p := connPair(t, cfg)
 	oneWay(t, p, a, 1)
@@ -304,7 +304,7 @@ func TestTransportAppendsToQueuedMessage(t *testing.T) {
 func TestSendMoreCorks(t *testing.T) {
 	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl = fc
 			a, p := connPair(t, cfg)
 			oneWay(t, p, a, 1)
@@ -344,7 +344,7 @@ func TestSendMoreCorks(t *testing.T) {
 func TestSendMoreSendsFullMessages(t *testing.T) {
 	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl = fc
 			a, p := connPair(t, cfg)
 			oneWay(t, p, a, 1)
@@ -374,7 +374,7 @@ func TestCloseInEveryMode(t *testing.T) {
 	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
 		for _, prog := range []Progress{ProgressInline, ProgressAsync} {
 			t.Run(fc.String()+"/"+prog.String(), func(t *testing.T) {
-				cfg := DefaultConfig()
+				cfg := testConfig()
 				cfg.FlowControl, cfg.Progress = fc, prog
 				// The sender finishes before the receiver starts: a blocking
 				// zero-copy send would wait for the peer's read, as SDP's
@@ -426,7 +426,7 @@ func TestCloseInEveryMode(t *testing.T) {
 func TestUnexpectedMessageAborts(t *testing.T) {
 	for _, mid := range []MID{MIDModeChange, MIDRdmaRdCompl, MIDSinkAvail} {
 		t.Run(mid.String(), func(t *testing.T) {
-			a, p := connPair(t, DefaultConfig())
+			a, p := connPair(t, testConfig())
 			oneWay(t, p, a, 1)
 			p.mu.Lock()
 			p.sendControl(mid) // white box: a peer that sends it
@@ -461,7 +461,7 @@ func TestUnexpectedMessageAborts(t *testing.T) {
 func TestAbort(t *testing.T) {
 	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowTransport} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl = fc
 			a, p := connPair(t, cfg)
 			oneWay(t, p, a, 1)
@@ -495,7 +495,7 @@ func TestAbort(t *testing.T) {
 func TestRecvStalled(t *testing.T) {
 	for fc := FlowCredit; fc < numFlowControls; fc++ {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl = fc
 			cfg.RecvBufs, cfg.BufSize = 4, 4096
 			a, p := connPair(t, cfg)

@@ -32,7 +32,7 @@ func TestStalledProgress(t *testing.T) {
 		{"nic-async", FlowNIC, ProgressAsync, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl, cfg.Progress = tc.fc, tc.prog
 			cfg.BufSize, cfg.RecvBufs = 16<<10, 4 // a 64 KiB ring
 			a, p := connPair(t, cfg)

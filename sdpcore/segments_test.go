@@ -24,7 +24,7 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 	for _, markers := range []bool{true, false} {
 		t.Run(map[bool]string{true: "markers", false: "nomarkers"}[markers], func(t *testing.T) {
 			cfd, afd := testnet.TCPPairMSS(t, 1448)
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.Markers = markers
 			a, p := connPairOn(t, cfg, cfd, afd)
 			mss, err := unix.GetsockoptInt(cfd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)

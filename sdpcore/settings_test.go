@@ -52,8 +52,8 @@ func TestFromEnv(t *testing.T) {
 	assert.Equal(t, DefaultZCopyThreshold, c.ZCopyThreshold)
 	assert.Equal(t, 10*time.Second, c.HandshakeTimeout)
 	if assert.Len(t, warned, 1) {
-		assert.EqualError(t, warned[0], `SDP_ZCOPY_THRESHOLD="64k" is not a decimal integer >= 0; using 32768`)
+		assert.EqualError(t, warned[0], `SDP_ZCOPY_THRESHOLD="64k" is not a decimal integer >= 0; using 0`)
 	}
-	assert.Equal(t, "SDP_HANDSHAKE_TIMEOUT=10000 SDP_FLOW_CONTROL=nic SDP_BUFFERING=integrated SDP_PROGRESS=async SDP_ZCOPY_THRESHOLD=32768",
+	assert.Equal(t, "SDP_HANDSHAKE_TIMEOUT=10000 SDP_FLOW_CONTROL=nic SDP_BUFFERING=integrated SDP_PROGRESS=async SDP_ZCOPY_THRESHOLD=0",
 		settings.Line(vs))
 }

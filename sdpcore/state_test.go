@@ -150,7 +150,7 @@ func TestIllegalEvents(t *testing.T) {
 // TestClosingSequence follows both ends of a real connection through an
 // orderly close, one side first.
 func TestClosingSequence(t *testing.T) {
-	a, p := connPair(t, DefaultConfig())
+	a, p := connPair(t, testConfig())
 	st := func(c *Conn) state {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -32,7 +32,7 @@ func urgentModes(t *testing.T, f func(t *testing.T, cfg Config)) {
 		for _, pr := range []Progress{ProgressInline, ProgressAsync} {
 			for _, bf := range []Buffering{BufIntegrated, BufSeparate} {
 				t.Run(fc.String()+"/"+pr.String()+"/"+bf.String(), func(t *testing.T) {
-					cfg := DefaultConfig()
+					cfg := testConfig()
 					cfg.FlowControl, cfg.Progress, cfg.Buffering = fc, pr, bf
 					f(t, cfg)
 				})
@@ -206,7 +206,7 @@ func TestUrgentSignal(t *testing.T) {
 func TestUrgentHeldRing(t *testing.T) {
 	for _, fc := range []FlowControl{FlowRDMA, FlowNIC} {
 		t.Run(fc.String(), func(t *testing.T) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.FlowControl = fc
 			cfg.ZCopyThreshold = 0
 			a, p := connPair(t, cfg)

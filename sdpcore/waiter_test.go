@@ -27,7 +27,7 @@ func rung(t *testing.T, efd int) bool {
 // message; a caller that takes the eventfd without being counted (Waiter)
 // gets it rung on every change.
 func TestWakeOnlySleepers(t *testing.T) {
-	a, b := connPair(t, DefaultConfig())
+	a, b := connPair(t, testConfig())
 	until := time.Now().Add(10 * time.Second)
 	exchange1 := func() {
 		t.Helper()
@@ -77,7 +77,7 @@ func TestWakeOnlySleepers(t *testing.T) {
 // waits for the socket instead of reading it first: the reads that find the
 // socket empty (a system call each) stay rare instead of one per message.
 func TestBlockingRecvSkipsEmptyRead(t *testing.T) {
-	a, b := connPair(t, DefaultConfig())
+	a, b := connPair(t, testConfig())
 	oneWay(t, b, a, 1)
 	const rounds = 200
 	until := time.Now().Add(20 * time.Second)

@@ -35,12 +35,13 @@ const SendWait SendFlags = 1 << 1
 // for the whole call: the condition for RDMA-Reading into them.
 const RecvWait RecvFlags = 1 << 1
 
-// DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default: SDP uses zero copy
-// only for large messages (Balaji, Bhagvat, Thakur and Panda, "Sockets Direct
-// Protocol for Hybrid Network Stacks: A Case Study with iWARP over 10G
-// Ethernet", §2.1); docs/PERFORMANCE.md has the measurements behind the
-// value.
-const DefaultZCopyThreshold = 32 << 10
+// DefaultZCopyThreshold is SDP_ZCOPY_THRESHOLD's default: no zero copy. The
+// papers use it for large messages, from 32 KiB (Balaji, Bhagvat, Thakur and
+// Panda, "Sockets Direct Protocol for Hybrid Network Stacks: A Case Study
+// with iWARP over 10G Ethernet", §2.1), where a NIC moves the data; over
+// kernel TCP its round trip and a half per send loses to buffer copy at
+// every size measured (docs/PERFORMANCE.md), so it is for whoever selects it.
+const DefaultZCopyThreshold = 0
 
 const (
 	srcAvailLen    = BSDHLen + 16 // SrcAH: Len(4) STag(4) TO(8)

@@ -33,7 +33,7 @@ func recvN(t *testing.T, c *Conn, n, chunk int, flags RecvFlags, until time.Time
 // p to a and returns them with a deadline 30 s away.
 func zcopyPair(t *testing.T, fc FlowControl) (a, p *Conn, until time.Time) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.FlowControl = fc
 	a, p = connPair(t, cfg)
 	oneWay(t, p, a, 1)
@@ -232,12 +232,12 @@ func BenchmarkZCopy(b *testing.B) {
 			suffix = "-nomarkers-nocrc"
 		}
 		b.Run("zcopy"+suffix, func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.Markers, cfg.CRC = markers, markers
 			benchZCopy(b, size, cfg)
 		})
 		b.Run("bcopy"+suffix, func(b *testing.B) {
-			cfg := DefaultConfig()
+			cfg := testConfig()
 			cfg.Markers, cfg.CRC = markers, markers
 			cfg.ZCopyThreshold = 0
 			benchZCopy(b, size, cfg)

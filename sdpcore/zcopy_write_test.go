@@ -74,7 +74,7 @@ func TestWriteZCopy(t *testing.T) {
 // never receives SinkAvail, and neither side sends one.
 func TestWriteZCopyNotNegotiated(t *testing.T) {
 	cfd, afd := tcpPair(t)
-	cfg := DefaultConfig()
+	cfg := testConfig()
 	cfg.Sanitize()
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
 		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
@@ -193,7 +193,7 @@ func TestWriteZCopyCancel(t *testing.T) {
 			name = "after-write"
 		}
 		t.Run(name, func(t *testing.T) {
-			a, p := connPair(t, DefaultConfig())
+			a, p := connPair(t, testConfig())
 			oneWay(t, p, a, 1)
 			until := time.Now().Add(30 * time.Second)
 			buf := make([]byte, big)
@@ -268,10 +268,10 @@ func TestWriteZCopyHostile(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, p := connPair(t, DefaultConfig())
+			a, p := connPair(t, testConfig())
 			oneWay(t, p, a, 1)
 			// A second connection of the same process goes on.
-			a2, p2 := connPair(t, DefaultConfig())
+			a2, p2 := connPair(t, testConfig())
 			until := time.Now().Add(20 * time.Second)
 			buf := make([]byte, big)
 			offerSink(t, a, p, buf, until)
@@ -382,7 +382,7 @@ func FuzzWriteZCopy(f *testing.F) {
 // (it moved the region to a copy of it, and a freed buffer faults: seen as
 // a SIGSEGV in a program that closed after EIO).
 func TestCloseDoesNotReadLentBuffer(t *testing.T) {
-	a, p := connPair(t, DefaultConfig())
+	a, p := connPair(t, testConfig())
 	oneWay(t, p, a, 1)
 	page := unix.Getpagesize()
 	mem, err := unix.Mmap(-1, 0, 64<<10+page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)

@@ -58,7 +58,7 @@ enum setting_id {
 #define SET_RECV_BUFS_MAX 1024L
 #define SET_FPDU_ALIGN_DEFAULT 1L
 #define SET_FLOW_CONTROL_DEFAULT 0L
-#define SET_ZCOPY_THRESHOLD_DEFAULT 32768L
+#define SET_ZCOPY_THRESHOLD_DEFAULT 0L
 #define SET_ZCOPY_THRESHOLD_MIN 0L
 #define SET_ZCOPY_THRESHOLD_MAX LONG_MAX
 #define SET_MAX_CONNECTIONS_DEFAULT 0L
@@ -119,7 +119,7 @@ static const struct setting settings[SET_COUNT] = {
 		{ "credit", "rdma", "nic", "transport" }, 0, "one of credit|rdma|nic|transport", "credit" },
 	[SET_ZCOPY_THRESHOLD] = { "SDP_ZCOPY_THRESHOLD", SETTING_INT, READ_SHIM | READ_ENGINE,
 		SET_ZCOPY_THRESHOLD_DEFAULT, 0L, LONG_MAX, 0L,
-		{ 0 }, 0, "a decimal integer >= 0", "32768" },
+		{ 0 }, 0, "a decimal integer >= 0", "0" },
 	[SET_TRUST_REMOTE] = { "SDP_TRUST_REMOTE", SETTING_TEXT, READ_SHIM,
 		0, 0L, 0L, 0L,
 		{ 0 }, 0, "text", "unset (no other host)" },

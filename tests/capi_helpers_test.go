@@ -30,11 +30,12 @@ const (
 
 // family is one C test program (with a variant) and the connections it makes.
 type family struct {
-	name  string // subtest name
-	prog  string // tests/c/<prog>.c
-	part  string // variant passed to the program, "-" for the default one
-	conns int    // connections between the client and the server process
-	self  bool   // also run with both ends in one preloaded process (threads)
+	name  string   // subtest name
+	prog  string   // tests/c/<prog>.c
+	part  string   // variant passed to the program, "-" for the default one
+	conns int      // connections between the client and the server process
+	self  bool     // also run with both ends in one preloaded process (threads)
+	env   []string // added to each preloaded end's environment
 	// expect, when set, replaces the connection counts derived from conns (for programs that
 	// make connections inside one role, such as a forked child connecting to its parent).
 	expect func(cfg capiConfig) capiWant
@@ -257,7 +258,7 @@ func runFamily(t *testing.T, shim string, bins map[string]string, f family, cfg 
 	env := func(preload bool, prefix string) []string {
 		var e []string
 		if preload {
-			e = sdpEnv(shim, filepath.Join(dir, prefix+".%p.log"))
+			e = append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), f.env...)
 		} else {
 			e = cleanEnv()
 		}

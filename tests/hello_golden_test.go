@@ -68,7 +68,7 @@ except KeyboardInterrupt:
 func TestHelloGolden(t *testing.T) {
 	shim, ctx := setup(t)
 	def := helloCase{markers: true, crc: true, fc: sdpcore.DefaultFlowControl, bufSize: 64 << 10, bufs: 16,
-		zcopy: true, listen: "127.0.0.1", dial: "127.0.0.1", ipv: 4}
+		listen: "127.0.0.1", dial: "127.0.0.1", ipv: 4}
 	with := func(name string, f func(c *helloCase)) helloCase {
 		c := def
 		c.name = name
@@ -93,9 +93,10 @@ func TestHelloGolden(t *testing.T) {
 		with("buffers", func(c *helloCase) {
 			c.env, c.bufSize, c.bufs = []string{"SDP_BUF_SIZE=16384", "SDP_RECV_BUFS=64"}, 16384, 64
 		}),
+		with("zcopy", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD=32768"}, true }),
+		with("zcopy-spaces", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD= 65536 "}, true }),
 		with("no-zcopy", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD=0"}, false }),
-		with("zcopy-spaces", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD= 0 "}, false }),
-		// Not a byte count: both the shim and the engine take the default (zero copy on).
+		// Not a byte count: both the shim and the engine take the default (zero copy off).
 		with("zcopy-64k", func(c *helloCase) { c.env = []string{"SDP_ZCOPY_THRESHOLD=64k"} }),
 		with("zcopy-negative", func(c *helloCase) { c.env = []string{"SDP_ZCOPY_THRESHOLD=-1"} }),
 	}
@@ -164,7 +165,7 @@ func helloExchange(ctx context.Context, t *testing.T, shim, dir string, hc hello
 	cfg.Markers, cfg.CRC = hc.markers, hc.crc
 	cfg.ZCopyThreshold = 0
 	if hc.zcopy {
-		cfg.ZCopyThreshold = sdpcore.DefaultZCopyThreshold
+		cfg.ZCopyThreshold = 1 // any threshold above 0 offers Write ZCopy
 	}
 	want = sdpcore.AppendRequest(nil, cfg, &h)
 	if hc.zcopy {

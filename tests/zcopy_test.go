@@ -11,6 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// zcopyEnv turns zero copy on (the default is off) for the programs that test it: from 32
+// KiB, the papers' threshold.
+var zcopyEnv = []string{"SDP_ZCOPY_THRESHOLD=32768"}
+
 // zcopyMsg and zcopyRounds are tests/c/zcopy.c's MSG and ROUNDS: each way, ROUNDS blocking
 // sends of MSG bytes from one buffer, each read by a blocking recv into one buffer.
 const (
@@ -121,7 +125,7 @@ func TestZCopyInterrupted(t *testing.T) {
 }
 
 // runPreloaded runs the C test program bin as server and client of variant part, both ends
-// preloaded, checks that both exited 0 and returns the directory of their logs and output
+// preloaded with zero copy on (zcopyEnv), checks that both exited 0 and returns the directory of their logs and output
 // with the client's and the server's stats lines.
 func runPreloaded(ctx context.Context, t *testing.T, shim, bin, part string) (dir string, c, s stats) {
 	t.Helper()
@@ -130,7 +134,7 @@ func runPreloaded(ctx context.Context, t *testing.T, shim, bin, part string) (di
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
 	env := func(prefix string) []string {
-		return append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), "TMPDIR="+dir)
+		return append(append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), zcopyEnv...), "TMPDIR="+dir)
 	}
 	srv := startC(ctx, t, dir, "server", env("server"), bin, "server", part)
 	ports := srv.waitPorts(t)

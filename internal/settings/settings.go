@@ -100,7 +100,7 @@ var (
 		Readers: Engine, Meaning: "one or two user-space copies per byte of a buffer-copy transfer"}
 	Progress = &Setting{Name: "SDP_PROGRESS", Kind: Enum, Default: "inline", Values: []string{"inline", "async"},
 		Readers: Engine, Meaning: "whether a goroutine per connection moves data between the program's calls"}
-	ZCopyThreshold = &Setting{Name: "SDP_ZCOPY_THRESHOLD", Kind: Int, Default: "32768", Min: 0, Max: math.MaxInt64,
+	ZCopyThreshold = &Setting{Name: "SDP_ZCOPY_THRESHOLD", Kind: Int, Default: "0", Min: 0, Max: math.MaxInt64,
 		Readers: Shim | Engine, Meaning: "bytes from which a blocking call goes by zero copy (shim: which calls wait; engine: which sends); 0: never"}
 	TrustRemote = &Setting{Name: "SDP_TRUST_REMOTE", Kind: Text, Default: "unset (no other host)",
 		Readers: Shim, Meaning: "other hosts whose SDP ports are trusted (shim/trust.c parses it)"}

@@ -57,16 +57,16 @@ func TestParse(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{ZCopyThreshold, "", 32768, true},
+		{ZCopyThreshold, "", 0, true},
 		{ZCopyThreshold, " 10 ", 10, true},
 		{ZCopyThreshold, "\t+7\n", 7, true},
 		{ZCopyThreshold, "-0", 0, true},
-		{ZCopyThreshold, "64k", 32768, false},
-		{ZCopyThreshold, "-1", 32768, false},
-		{ZCopyThreshold, "0x10", 32768, false},
-		{ZCopyThreshold, "1_000", 32768, false},
-		{ZCopyThreshold, " ", 32768, false},
-		{ZCopyThreshold, "99999999999999999999", 32768, false},
+		{ZCopyThreshold, "64k", 0, false},
+		{ZCopyThreshold, "-1", 0, false},
+		{ZCopyThreshold, "0x10", 0, false},
+		{ZCopyThreshold, "1_000", 0, false},
+		{ZCopyThreshold, " ", 0, false},
+		{ZCopyThreshold, "99999999999999999999", 0, false},
 		{ZCopyThreshold, "9223372036854775807", 9223372036854775807, true},
 		{MarkerSpacing, "516", 516, true},
 		{MarkerSpacing, "514", 512, false},
@@ -89,7 +89,7 @@ func TestParse(t *testing.T) {
 		assert.Equal(t, c.ok, err == nil, "%s=%q: %v", c.s.Name, c.in, err)
 	}
 	_, err := ZCopyThreshold.Parse("64k")
-	assert.EqualError(t, err, `SDP_ZCOPY_THRESHOLD="64k" is not a decimal integer >= 0; using 32768`)
+	assert.EqualError(t, err, `SDP_ZCOPY_THRESHOLD="64k" is not a decimal integer >= 0; using 0`)
 	_, err = MarkerSpacing.Parse("514")
 	assert.EqualError(t, err, `SDP_MARKER_SPACING="514" is not a multiple of 4 from 64 to 65532; using 512`)
 }
