@@ -542,6 +542,18 @@ func (c *RxChunk) release() {
 	}
 }
 
+// recvDontWait is recv(2) with MSG_DONTWAIT into b (not empty). unix.Recvfrom
+// allocates the sender's address for every call (about 90 allocations per
+// MiB received in 16 KiB reads), which a connected stream socket never has.
+func recvDontWait(fd int, b []byte) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)),
+		unix.MSG_DONTWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
 // Buffered returns the number of received bytes not yet parsed.
 func (q *QP) Buffered() int { return q.rxw - q.rxr }
 
@@ -571,7 +583,7 @@ func (q *QP) Fill() (int, error) {
 		if lim := q.watchRead(); lim > 0 && lim < len(room) {
 			room = room[:lim]
 		}
-		n, _, err := unix.Recvfrom(q.fd, room, unix.MSG_DONTWAIT)
+		n, err := recvDontWait(q.fd, room)
 		if err == unix.EINTR {
 			continue
 		}

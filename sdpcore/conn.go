@@ -146,10 +146,15 @@ type Conn struct {
 	msgHeld  bool   // it holds a buffer until its payload is read
 	msgFrees bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
 
-	parts    [][]byte
-	hdr      [BSDHLen]byte
-	early    []byte // taken before the connection was up; sent first once it is
-	earlyOOB int    // early[earlyOOB-1] is an urgent byte (0: none)
+	parts [][]byte
+	hdr   [BSDHLen]byte
+	early []byte // taken before the connection was up; sent first once it is
+	// earlyStore is early's backing array, kept while the connection
+	// lives: a busy sender queues and drains it many times a second, and
+	// growing a fresh one each time made the garbage collector run
+	// several times per megabyte sent (earlyqueue.go).
+	earlyStore []byte
+	earlyOOB   int // early[earlyOOB-1] is an urgent byte (0: none)
 	// creditStalled: a send waited for credits since our last update; a
 	// peer that has sent DisConn may have none left to return them.
 	creditStalled bool

@@ -281,6 +281,7 @@ func (c *Conn) queueEarly(bufs [][]byte) int {
 		if len(b) > room {
 			b = b[:room]
 		}
+		c.early = c.earlyRoom(len(b))
 		c.early = append(c.early, b...)
 		n += len(b)
 	}
@@ -339,7 +340,7 @@ func (c *Conn) drainEarly(now time.Time) {
 		c.early = c.early[n:]
 	}
 	if len(c.early) == 0 {
-		c.early = nil
+		c.early = c.earlyStore[:0]
 	}
 }
 
