@@ -9,7 +9,7 @@
 #
 #   bash scripts/bench-syscalls.sh                       # lat 1
 #   bash scripts/bench-syscalls.sh bw 256 nodelay=1      # small-message streaming
-#   bash scripts/bench-syscalls.sh bw 65536              # zero copy above 32 KiB
+#   bash scripts/bench-syscalls.sh bw 65536              # bulk (SDP_ZCOPY_THRESHOLD=32768 in the environment: zero copy)
 #   SYSCALL_ITERS=6000 (messages per run)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -51,6 +51,8 @@ struct fdent *entry_new(int fd, int kind, int family)
 	e->shared = 0;
 	e->born_forks = atomic_load(&n_forks);
 	e->at_eof = 0;
+	atomic_store(&e->tmo_ns[0], -1);
+	atomic_store(&e->tmo_ns[1], -1);
 	e->patient = 0;
 	e->rcvbuf = e->sndbuf = 0;
 	atomic_store(&e->reset_told, 0);

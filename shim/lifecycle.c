@@ -455,6 +455,8 @@ EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t le
 		int r = real.setsockopt(fd, level, name, val, len);
 		if (r == 0)
 			opt_set(e, level, name, val, len);
+		if (r == 0 && level == SOL_SOCKET && is_timeout_opt(name))
+			timeouts_changed(e);
 		return r;
 	}
 	if (!tcp_opt_kept(e, level, name)) {

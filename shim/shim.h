@@ -167,6 +167,12 @@ struct fdent {
 	int reuse_app;           /* K_LISTEN: SO_REUSEADDR as the application set it (its twin has 1) */
 	int reuse_shown;         /* accepted on a twin: its listener's reuse_app + 1; 0: the kernel's */
 	int lowat;               /* SO_RCVLOWAT, kept here for SDP (set_rcvlowat); 1: the default */
+	/* SO_RCVTIMEO [0] and SO_SNDTIMEO [1] in ns (0: none), as asked of the
+	 * kernel once (call_deadline); -1: not known. Trusted while only this
+	 * descriptor of this process can change them (nb's rule). */
+	_Atomic int64_t tmo_ns[2];
+	_Atomic unsigned tmo_forks;
+	_Atomic unsigned tmo_gen; /* setsockopt of either: an answer asked before is stale */
 	uint8_t req[REQ_MAX];
 };
 
@@ -325,6 +331,19 @@ int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t
 size_t iov_total(const struct iovec *iov, int cnt);
 int settle_reconnect(int fd, struct fdent *e, int may_block);
 size_t zcopy_min(void);
+void timeouts_changed(struct fdent *e);
+/* is_timeout_opt: SO_RCVTIMEO or SO_SNDTIMEO, either layout of its value. */
+static inline int is_timeout_opt(int name)
+{
+	return name == SO_RCVTIMEO || name == SO_SNDTIMEO
+#ifdef SO_RCVTIMEO_NEW
+	       || name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW
+#endif
+#ifdef SO_RCVTIMEO_OLD
+	       || name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD
+#endif
+		;
+}
 int reset_once(struct fdent *e, int err, int send);
 ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);
 ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int flags);

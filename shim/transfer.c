@@ -38,21 +38,54 @@ pid_t my_tid(void)
 	return tid;
 }
 
+/* sock_timeout is the socket's SO_RCVTIMEO (want POLLIN) or SO_SNDTIMEO
+ * (POLLOUT) in ns, 0 for none. The kernel is asked once and the answer kept
+ * in the entry while only this descriptor of this process can change it
+ * (setsockopt through the hooks forgets it): a blocking ping-pong asked it
+ * once per message, a system call TCP's recv does not make. */
+static int64_t sock_timeout(int fd, int want)
+{
+	struct fdent *e = ours(fd);
+	int i = want == POLLIN ? 0 : 1;
+	int trusted = e && !e->dupped && !e->shared && atomic_load(&e->tmo_forks) == atomic_load(&n_forks);
+	int64_t ns = trusted ? atomic_load(&e->tmo_ns[i]) : -1;
+	if (ns >= 0)
+		return ns;
+	unsigned gen = e ? atomic_load(&e->tmo_gen) : 0;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof tv;
+	if (real.getsockopt(fd, SOL_SOCKET, i == 0 ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &l) < 0)
+		return 0;
+	ns = (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+	if (e) {
+		atomic_store(&e->tmo_forks, atomic_load(&n_forks));
+		atomic_store(&e->tmo_ns[i], ns);
+		if (atomic_load(&e->tmo_gen) != gen) /* set meanwhile: what was read may be the old one */
+			atomic_store(&e->tmo_ns[i], -1);
+	}
+	return ns;
+}
+
+/* timeouts_changed forgets fd's kept SO_RCVTIMEO and SO_SNDTIMEO. */
+void timeouts_changed(struct fdent *e)
+{
+	atomic_fetch_add(&e->tmo_gen, 1);
+	atomic_store(&e->tmo_ns[0], -1);
+	atomic_store(&e->tmo_ns[1], -1);
+}
+
 /* call_deadline is when a blocking call on fd gives up with EAGAIN: now plus
  * the socket's SO_RCVTIMEO (want POLLIN) or SO_SNDTIMEO (POLLOUT), as the
  * kernel times a blocking TCP call; -1 when none is set. Asked once per
  * call, and only when the call has to wait. */
 static int64_t call_deadline(int fd, int want)
 {
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof tv;
-	if (real.getsockopt(fd, SOL_SOCKET, want == POLLIN ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &l) < 0 ||
-	    (tv.tv_sec == 0 && tv.tv_usec == 0))
+	int64_t tmo = sock_timeout(fd, want);
+	if (tmo <= 0)
 		return -1;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + (int64_t)tv.tv_sec * 1000000000 +
-	       (int64_t)tv.tv_usec * 1000;
+	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + tmo;
 }
 
 /* ms_left is what remains until deadline (call_deadline), rounded up; 0 once

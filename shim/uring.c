@@ -12,8 +12,8 @@
  * the shim's epoll_ctl() and turns them into NOPs (the completion carries 0,
  * as EPOLL_CTL's would); entries that read, write, poll or shut down an SDP
  * connection are carried out by the shim (shim/uring_ops.c), and so are
- * cancellations of those; SYS_close goes to close(). Every other call goes
- * to libc's syscall() unchanged.
+ * cancellations of those; SYS_close goes to close() and SYS_setsockopt to
+ * setsockopt(). Every other call goes to libc's syscall() unchanged.
  *
  * A ring the application asks a kernel thread to poll (IORING_SETUP_SQPOLL,
  * which would take entries without io_uring_enter) is set up without the
@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -309,6 +310,8 @@ __attribute__((no_sanitize_address)) EXPORT long syscall(long n, ...)
 		return close((int)a[0]);
 	case SYS_pidfd_getfd:
 		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
+	case SYS_setsockopt: /* the hook keeps what SDP needs of options (timeouts, TCP_NODELAY) */
+		return setsockopt((int)a[0], (int)a[1], (int)a[2], (const void *)a[3], (socklen_t)a[4]);
 	case SYS_io_uring_enter:
 		a[1] = ring_submitting((int)a[0], (unsigned)a[1]);
 		break;
