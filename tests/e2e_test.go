@@ -13,20 +13,8 @@ import (
 
 // TestBothPreloaded: curl and http.server both run libsdp, so the download goes over SDP.
 func TestBothPreloaded(t *testing.T) {
-	shim, ctx := setup(t)
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	www := filepath.Join(dir, "www")
-	require.NoError(t, os.Mkdir(www, 0o755))
 	const size = 32 << 20
-	want := makeFile(t, www, "file.bin", size)
-
-	port := freePort(t)
-	srv := startServer(ctx, t, shim, www, dir, port)
-	out := filepath.Join(dir, "download.bin")
-	require.NoError(t, curl(ctx, shim, dir, "-o", out, fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)))
-	require.Equal(t, want, fileSHA(t, out), "the file downloaded over SDP differs")
-	srv.stop()
+	dir := download(t, true, true, size, "over SDP")
 
 	c := readStats(t, dir, "client")
 	assert.EqualValues(t, 1, c.n(t, "sdp_conns"), "client connections over SDP")
@@ -42,21 +30,37 @@ func TestBothPreloaded(t *testing.T) {
 	assert.GreaterOrEqual(t, s.n(t, "payload_tx"), int64(size), "application bytes sent over SDP")
 }
 
-// TestPreloadedClientPlainServer: only curl runs libsdp; nothing listens on the SDP port, so
-// the connection falls back to TCP and the download still works.
-func TestPreloadedClientPlainServer(t *testing.T) {
+// download has curl fetch a file of size bytes from python3 http.server, each preloaded or
+// not, and checks the bytes (how names the case in the message); it returns the directory of
+// their logs, once the server has stopped.
+func download(t *testing.T, srvPreload, cliPreload bool, size int64, how string) string {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
 	www := filepath.Join(dir, "www")
 	require.NoError(t, os.Mkdir(www, 0o755))
-	want := makeFile(t, www, "file.bin", 4<<20)
-
+	want := makeFile(t, www, "file.bin", size)
 	port := freePort(t)
-	startServer(ctx, t, "", www, dir, port)
+	srv := startServer(ctx, t, preloadIf(shim, srvPreload), www, dir, port)
 	out := filepath.Join(dir, "download.bin")
-	require.NoError(t, curl(ctx, shim, dir, "-o", out, fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)))
-	require.Equal(t, want, fileSHA(t, out), "the file downloaded over the TCP fallback differs")
+	require.NoError(t, curl(ctx, preloadIf(shim, cliPreload), dir, "-o", out, fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)))
+	require.Equal(t, want, fileSHA(t, out), "the file downloaded %s differs", how)
+	srv.stop()
+	return dir
+}
+
+// preloadIf is shim when on, else "" (no preload).
+func preloadIf(shim string, on bool) string {
+	if on {
+		return shim
+	}
+	return ""
+}
+
+// TestPreloadedClientPlainServer: only curl runs libsdp; nothing listens on the SDP port, so
+// the connection falls back to TCP and the download still works.
+func TestPreloadedClientPlainServer(t *testing.T) {
+	dir := download(t, false, true, 4<<20, "over the TCP fallback")
 
 	c := readStats(t, dir, "client")
 	assert.EqualValues(t, 0, c.n(t, "sdp_conns"), "client connections over SDP")
@@ -67,19 +71,7 @@ func TestPreloadedClientPlainServer(t *testing.T) {
 // TestPlainClientPreloadedServer: only http.server runs libsdp; a plain client reaches it on the
 // application port over TCP.
 func TestPlainClientPreloadedServer(t *testing.T) {
-	shim, ctx := setup(t)
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	www := filepath.Join(dir, "www")
-	require.NoError(t, os.Mkdir(www, 0o755))
-	want := makeFile(t, www, "file.bin", 4<<20)
-
-	port := freePort(t)
-	srv := startServer(ctx, t, shim, www, dir, port)
-	out := filepath.Join(dir, "download.bin")
-	require.NoError(t, curl(ctx, "", dir, "-o", out, fmt.Sprintf("http://127.0.0.1:%d/file.bin", port)))
-	require.Equal(t, want, fileSHA(t, out), "the file downloaded by a plain client differs")
-	srv.stop()
+	dir := download(t, true, false, 4<<20, "by a plain client")
 
 	s := readStats(t, dir, "server")
 	assert.GreaterOrEqual(t, s.n(t, "tcp_conns"), int64(1), "server connections over TCP")

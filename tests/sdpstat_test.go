@@ -177,6 +177,26 @@ func waitSdpstat(ctx context.Context, t *testing.T, bin string, check func(map[i
 	}
 }
 
+// statRun is a preloaded http.server serving one file, with what the sdpstat tests need.
+type statRun struct {
+	ctx            context.Context
+	shim, bin, dir string // the shim, build/sdpstat, the run's directory (logs; www/ served)
+	port           int
+	srv            *proc
+}
+
+// startStatServer starts a preloaded python3 http.server serving a file name of size bytes.
+func startStatServer(t *testing.T, name string, size int64) statRun {
+	shim, ctx := setup(t)
+	r := statRun{ctx: ctx, shim: shim, bin: sdpstatBin(t, shim), dir: t.TempDir(), port: freePort(t)}
+	dumpLogsOnFailure(t, r.dir)
+	www := filepath.Join(r.dir, "www")
+	require.NoError(t, os.Mkdir(www, 0o755))
+	makeFile(t, www, name, size)
+	r.srv = startServer(ctx, t, shim, www, r.dir, r.port)
+	return r
+}
+
 // findSocket returns the socket of p matching kind and, when not "", the local and remote
 // addresses.
 func findSocket(p statsfile.Process, kind, local, remote string) *statsfile.Socket {
@@ -193,19 +213,11 @@ func findSocket(p statsfile.Process, kind, local, remote string) *statsfile.Sock
 // and SDP ports), the SDP connection from both ends with its counters, and the plain client's
 // connection as TCP with the reason plain-peer.
 func TestSdpstat(t *testing.T) {
-	shim, ctx := setup(t)
-	bin := sdpstatBin(t, shim)
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	www := filepath.Join(dir, "www")
-	require.NoError(t, os.Mkdir(www, 0o755))
 	// Far more than the SDP receive buffers and the socket buffers hold, so that the server
 	// is still sending while the clients hold their connections.
-	makeFile(t, www, "big.bin", 64<<20)
-
-	port := freePort(t)
-	srv := startServer(ctx, t, shim, www, dir, port)
-	srvPid := srv.cmd.Process.Pid
+	r := startStatServer(t, "big.bin", 64<<20)
+	ctx, shim, bin, dir, port := r.ctx, r.shim, r.bin, r.dir, r.port
+	srvPid := r.srv.cmd.Process.Pid
 	const want = 1 << 20
 	sdpCli := startHolder(ctx, t, shim, dir, "client-sdp", port, want)
 	plainCli := startHolder(ctx, t, "", dir, "client-plain", port, want)
@@ -315,7 +327,7 @@ func TestSdpstat(t *testing.T) {
 	require.FileExists(t, statsFile)
 	require.NoError(t, sdpCli.stdin.Close())
 	require.NoError(t, plainCli.stdin.Close())
-	srv.stop()
+	r.srv.stop()
 	_, err := os.Lstat(statsFile)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the server's statistics file is removed when it exits")
 	procs = sdpstatProcesses(ctx, t, bin)
@@ -326,16 +338,9 @@ func TestSdpstat(t *testing.T) {
 // engine and publishes nothing; sdpstat still lists it (from /proc), with its listener's TCP
 // and SDP ports, and switches to the engine's own snapshot after the first SDP connection.
 func TestSdpstatBeforeEngine(t *testing.T) {
-	shim, ctx := setup(t)
-	bin := sdpstatBin(t, shim)
-	dir := t.TempDir()
-	dumpLogsOnFailure(t, dir)
-	www := filepath.Join(dir, "www")
-	require.NoError(t, os.Mkdir(www, 0o755))
-	makeFile(t, www, "small.bin", 64<<10)
-	port := freePort(t)
-	srv := startServer(ctx, t, shim, www, dir, port)
-	pid := srv.cmd.Process.Pid
+	r := startStatServer(t, "small.bin", 64<<10)
+	ctx, shim, bin, dir, port := r.ctx, r.shim, r.bin, r.dir, r.port
+	pid := r.srv.cmd.Process.Pid
 	app := fmt.Sprintf("127.0.0.1:%d", port)
 
 	procs := sdpstatProcesses(ctx, t, bin)

@@ -79,6 +79,50 @@ def listener(backlog=8):
     return s
 
 
+def accepted(srv):
+    """A client connected to the listener srv and the server's end of it, both with 10 s
+    timeouts: (c, a)."""
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    for x in (a, c):
+        x.settimeout(10)
+    return c, a
+
+
+def server_closes_first(srv):
+    """A connection to srv whose server end closes first, after a word each way (so that end
+    waits in TIME_WAIT on the port); then the client closes and so does srv. Returns srv's
+    address (st_*rebind*)."""
+    addr = srv.getsockname()
+    c, a = accepted(srv)
+    c.sendall(b"bye?")
+    attempt("server recv", lambda: a.recv(10))
+    a.sendall(b"bye")
+    a.close()
+    out("client read", read_to_end(c))
+    c.close()
+    srv.close()
+    return addr
+
+
+def child_sends_and_closes(srv, leave):
+    """A forked child connects to srv and, once the parent has accepted, sends a request,
+    closes and leaves by leave (sys.exit or os._exit). Returns the child's pid and the
+    parent's accepted socket (10 s timeout)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        c = socket.create_connection(srv.getsockname())
+        os.read(r, 1)  # the parent has accepted
+        c.sendall(b"from the child")
+        c.close()
+        leave(0)
+    a, _ = srv.accept()
+    os.write(w, b"a")
+    a.settimeout(10)
+    return pid, a
+
+
 def done():
     out("end")
     sys.stdout.flush()
@@ -135,6 +179,27 @@ def backlog_clients(n):
     t.join(10)
     out("server read", sorted(map(repr, got)))
     out("clients read", sorted(map(repr, answers)))
+
+
+def child_closes_its_copy():
+    """A connection in use (client c, server's end a, 10 s timeouts) whose client end a forked
+    child closes before exiting: the server sees nothing, the parent goes on (st_fork_*).
+    Returns (c, a)."""
+    srv = listener()
+    c, a = accepted(srv)
+    c.sendall(b"before fork")
+    attempt("server recv", lambda: a.recv(20))
+    pid = os.fork()
+    if pid == 0:
+        c.close()
+        sys.exit(0)
+    out("child exit", os.waitpid(pid, 0)[1])
+    p = select.poll()
+    p.register(a, select.POLLIN)
+    out("server readable after the child's close", bool(p.poll(300)))
+    c.sendall(b"parent still")
+    attempt("server recv", lambda: a.recv(20))
+    return srv, c, a
 
 
 def zero_length_calls(c, a):

@@ -6,17 +6,7 @@
 from edge import *
 
 srv = listener()
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    c = socket.create_connection(srv.getsockname())
-    os.read(r, 1)  # the parent has accepted
-    c.sendall(b"from the child")
-    c.close()
-    os._exit(0)
-a, _ = srv.accept()
-os.write(w, b"a")
-a.settimeout(10)
+pid, a = child_sends_and_closes(srv, os._exit)
 attempt("server read", lambda: read_to_end(a))
 out("child exit", os.waitpid(pid, 0)[1])
 done()

@@ -13,24 +13,10 @@ def reuse_listener(port):
 
 
 srv = reuse_listener(sdp_free_port())
-addr = srv.getsockname()
-c = socket.create_connection(addr)
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
-c.sendall(b"bye?")
-attempt("server recv", lambda: a.recv(10))
-a.sendall(b"bye")
-a.close()
-out("client read", read_to_end(c))
-c.close()
-srv.close()
+addr = server_closes_first(srv)
 attempt("rebind with SO_REUSEADDR", lambda: reuse_listener(addr[1]).close())
 s = reuse_listener(addr[1])
-c = socket.create_connection(addr)
-a, _ = s.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(s)
 c.sendall(b"again")
 attempt("server recv", lambda: a.recv(10))
 a.sendall(b"welcome back")

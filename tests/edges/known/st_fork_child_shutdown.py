@@ -2,26 +2,9 @@
 # parent still holds it); the child's shutdown(SHUT_WR) ends the stream for both; the parent
 # still reads what the server sends, and the server reads end of stream.
 # sdp-conns: 2
-import select
 from edge import *
 
-srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
-c.sendall(b"before fork")
-attempt("server recv", lambda: a.recv(20))
-pid = os.fork()
-if pid == 0:
-    c.close()
-    sys.exit(0)
-out("child exit", os.waitpid(pid, 0)[1])
-p = select.poll()
-p.register(a, select.POLLIN)
-out("server readable after the child's close", bool(p.poll(300)))
-c.sendall(b"parent still")
-attempt("server recv", lambda: a.recv(20))
+srv, c, a = child_closes_its_copy()
 r1, w1 = os.pipe()
 r2, w2 = os.pipe()
 pid = os.fork()

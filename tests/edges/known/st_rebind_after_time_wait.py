@@ -5,18 +5,7 @@
 from edge import *
 
 srv = listener()
-addr = srv.getsockname()
-c = socket.create_connection(addr)
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
-c.sendall(b"bye?")
-attempt("server recv", lambda: a.recv(10))
-a.sendall(b"bye")
-a.close()
-out("client read", read_to_end(c))
-c.close()
-srv.close()
+addr = server_closes_first(srv)
 s = socket.socket()
 attempt("bind without SO_REUSEADDR", lambda: s.bind(addr))
 s.close()
