@@ -4,10 +4,7 @@
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 w = c.makefile("w", encoding="ascii", newline="\n")
 r = a.makefile("rb")
 w.write("first line\n")

@@ -22,10 +22,7 @@ def wait_rdhup(s):
 
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"ok")
 c.shutdown(socket.SHUT_WR)
 out("peer's end seen", wait_rdhup(a))

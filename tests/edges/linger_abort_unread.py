@@ -6,10 +6,7 @@ import struct
 
 srv = listener()
 # The closer has unread data.
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"ping")
 attempt("server got", lambda: a.recv(4))
 a.sendall(b"unread")
@@ -19,10 +16,7 @@ c.close()
 attempt("server recv", lambda: a.recv(10))
 attempt("server send", lambda: a.send(b"x"))
 # The peer has unread data when the closer aborts.
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"hello")
 attempt("server peeks", lambda: a.recv(5, socket.MSG_PEEK))
 c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -5,10 +5,7 @@ import select
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 attempt("server oob send", lambda: a.send(b"!", socket.MSG_OOB))
 p = select.poll()
 p.register(c, select.POLLPRI)

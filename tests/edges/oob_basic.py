@@ -7,10 +7,7 @@ from edge import *
 
 SIOCATMARK = 0x8905
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"ab")
 attempt("server got", lambda: a.recv(2))
 c.send(b"!", socket.MSG_OOB)

@@ -3,10 +3,7 @@
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"abc")
 attempt("server got", lambda: a.recv(3))
 a.shutdown(socket.SHUT_RDWR)

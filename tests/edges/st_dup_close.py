@@ -5,10 +5,7 @@ import select
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"one")
 attempt("server recv", lambda: a.recv(10))
 d = c.dup()

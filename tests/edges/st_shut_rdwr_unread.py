@@ -4,10 +4,7 @@
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"request")
 attempt("server recv", lambda: a.recv(10))
 a.sendall(b"unread answer")

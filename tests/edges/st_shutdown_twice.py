@@ -6,10 +6,7 @@
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 c.sendall(b"x")
 attempt("server recv", lambda: a.recv(1))
 attempt("client SHUT_WR", lambda: c.shutdown(socket.SHUT_WR))

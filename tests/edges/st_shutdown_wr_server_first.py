@@ -5,10 +5,7 @@
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 a.sendall(b"banner " * 1000)
 a.shutdown(socket.SHUT_WR)
 got = read_to_end(c)

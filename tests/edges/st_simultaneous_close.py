@@ -6,10 +6,7 @@ import threading
 from edge import *
 
 srv = listener()
-c = socket.create_connection(srv.getsockname())
-a, _ = srv.accept()
-for x in (a, c):
-    x.settimeout(10)
+c, a = accepted(srv)
 go = threading.Barrier(2, timeout=10)
 res = {}
 
