@@ -86,3 +86,34 @@ func SocketMSS(fd int) int {
 	}
 	return m
 }
+
+// SameHost says whether the connected socket fd reaches a peer on this host:
+// its peer's address is a loopback address or its own local address (the
+// kernel routes both through the loopback device).
+func SameHost(fd int) bool {
+	peer, err1 := unix.Getpeername(fd)
+	local, err2 := unix.Getsockname(fd)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return sameHost(addr16(peer), addr16(local))
+}
+
+// sameHost: the peer p is 127.0.0.0/8 (v4-mapped), ::1, or the local address l.
+func sameHost(p, l [16]byte) bool {
+	mapped := [10]byte(p[:10]) == [10]byte{} && p[10] == 0xff && p[11] == 0xff
+	return p != [16]byte{} && ((mapped && p[12] == 127) || p == [16]byte{15: 1} || p == l)
+}
+
+// addr16 is a socket address's IP as 16 octets, IPv4 as v4-mapped; zero for
+// other families. (Not package net: the engine keeps out of its resolver.)
+func addr16(sa unix.Sockaddr) (a [16]byte) {
+	switch s := sa.(type) {
+	case *unix.SockaddrInet4:
+		a[10], a[11] = 0xff, 0xff
+		copy(a[12:], s.Addr[:])
+	case *unix.SockaddrInet6:
+		a = s.Addr
+	}
+	return a
+}

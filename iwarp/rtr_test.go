@@ -116,3 +116,35 @@ func TestLoopbackWrongRTR(t *testing.T) {
 		})
 	}
 }
+
+// TestSameHost: loopback and a connection to the host's own address are the
+// same host; another address, or an unknown family, is not.
+func TestSameHost(t *testing.T) {
+	v4 := func(a, b, c, d byte) [16]byte { return [16]byte{10: 0xff, 11: 0xff, 12: a, 13: b, 14: c, 15: d} }
+	own := v4(10, 0, 0, 5)
+	six := [16]byte{0: 0xfd, 15: 7}
+	for _, tc := range []struct {
+		peer, local [16]byte
+		want        bool
+	}{
+		{v4(127, 0, 0, 1), v4(127, 0, 0, 1), true},
+		{v4(127, 1, 2, 3), v4(127, 0, 0, 1), true},
+		{[16]byte{15: 1}, [16]byte{15: 1}, true},
+		{own, own, true},
+		{six, six, true},
+		{v4(10, 0, 0, 6), own, false},
+		{v4(128, 0, 0, 1), own, false},
+		{[16]byte{12: 127, 15: 1}, own, false}, // IPv4-compatible, not mapped
+		{[16]byte{}, [16]byte{}, false},
+	} {
+		require.Equal(t, tc.want, sameHost(tc.peer, tc.local), "peer %v local %v", tc.peer, tc.local)
+	}
+	a, b := tcpPair(t)
+	require.True(t, SameHost(a))
+	require.True(t, SameHost(b))
+	u, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer unix.Close(u[0])
+	defer unix.Close(u[1])
+	require.False(t, SameHost(u[0]))
+}

@@ -26,6 +26,7 @@ type engineConfig struct {
 	bufSize, recvBufs int
 	connectMs         int
 	unaligned         bool
+	alignLocal        bool
 }
 
 const (
@@ -114,6 +115,7 @@ func initEngine(c engineConfig) {
 	// that it can keep the application's close() away from them.
 	time.Sleep(time.Nanosecond)
 	coreCfg.Unaligned = c.unaligned
+	coreCfg.AlignLocal = c.alignLocal
 	// The modes are the engine's alone (the shim only puts the flow
 	// control it asks for into Hello, and reads SDP_FLOW_CONTROL itself).
 	read := coreCfg.FromEnv(os.Getenv, func(err error) { logf(levelError, "%v", err) })

@@ -47,16 +47,17 @@ func sdp_engine_init(cfg *C.struct_sdp_engine_config) (rc C.int) {
 		}
 	}
 	initEngine(engineConfig{
-		logFd:     int(cfg.log_fd),
-		logLevel:  int(cfg.log_level),
-		prog:      C.GoString(&cfg.prog[0]),
-		markers:   cfg.markers != 0,
-		crc:       cfg.crc != 0,
-		spacing:   int(cfg.marker_spacing),
-		bufSize:   int(cfg.buf_size),
-		recvBufs:  int(cfg.recv_bufs),
-		connectMs: int(cfg.connect_timeout_ms),
-		unaligned: cfg.fpdu_align == 0,
+		logFd:      int(cfg.log_fd),
+		logLevel:   int(cfg.log_level),
+		prog:       C.GoString(&cfg.prog[0]),
+		markers:    cfg.markers != 0,
+		crc:        cfg.crc != 0,
+		spacing:    int(cfg.marker_spacing),
+		bufSize:    int(cfg.buf_size),
+		recvBufs:   int(cfg.recv_bufs),
+		connectMs:  int(cfg.connect_timeout_ms),
+		unaligned:  cfg.fpdu_align == 0, // off
+		alignLocal: cfg.fpdu_align == 1, // on; 2: auto
 	})
 	return 0
 }

@@ -22,7 +22,8 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	TxBacklog        int           // bytes framed but not yet taken by the kernel before senders wait
 	Linger           time.Duration // how long a closed connection keeps flushing and draining
-	Unaligned        bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=0)
+	Unaligned        bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=off)
+	AlignLocal       bool          // align FPDUs on connections within the host too (SDP_FPDU_ALIGN=on)
 	FlowControl      FlowControl   // asked for in Hello/HelloAck; both ends must agree
 	Buffering        Buffering     // local: copies per byte of a buffer-copy transfer
 	Progress         Progress      // local: who moves data between the application's calls

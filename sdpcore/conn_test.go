@@ -237,6 +237,7 @@ func TestStreamBothWays(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.Markers, cfg.CRC, cfg.Unaligned = tc.markers, tc.crc, tc.unaligned
+			cfg.AlignLocal = !tc.unaligned // aligned over loopback as between hosts
 			sa, sp := exchange(t, cfg, 8<<20, 42)
 			require.True(t, sa.Up && sp.Up)
 			require.EqualValues(t, 8<<20, sa.PayloadRx)

@@ -55,7 +55,11 @@ var _ Transport = (*qpTransport)(nil)
 
 func newQPTransport(fd int, cfg *Config) *qpTransport {
 	q := iwarp.NewQP(fd)
-	q.SetAlign(!cfg.Unaligned)
+	// Alignment (RFC 5044 §5) lets a receiving NIC find FPDUs in every
+	// segment; within the host no NIC sees them, and on loopback it costs a
+	// buffer per FPDU through both TCP stacks: half the bulk bandwidth of
+	// letting the kernel merge them (docs/PERFORMANCE.md).
+	q.SetAlign(!cfg.Unaligned && (cfg.AlignLocal || !iwarp.SameHost(fd)))
 	return (*qpTransport)(q)
 }
 

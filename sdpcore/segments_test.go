@@ -26,6 +26,7 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			cfd, afd := testnet.TCPPairMSS(t, 1448)
 			cfg := testConfig()
 			cfg.Markers = markers
+			cfg.AlignLocal = true // loopback, standing in for a link between hosts
 			a, p := connPairOn(t, cfg, cfd, afd)
 			mss, err := unix.GetsockoptInt(cfd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 			require.NoError(t, err)

@@ -18,6 +18,7 @@ func TestDefaultsAreTheTable(t *testing.T) {
 	assert.Equal(t, def(settings.Markers) == 1, d.Markers)
 	assert.Equal(t, def(settings.CRC) == 1, d.CRC)
 	assert.Equal(t, def(settings.FPDUAlign) == 0, d.Unaligned)
+	assert.Equal(t, def(settings.FPDUAlign) == 1, d.AlignLocal)
 	assert.EqualValues(t, def(settings.MarkerSpacing), d.MarkerSpacing)
 	assert.EqualValues(t, def(settings.BufSize), d.BufSize)
 	assert.EqualValues(t, def(settings.RecvBufs), d.RecvBufs)
