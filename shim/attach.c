@@ -9,7 +9,7 @@
  * inherited), which is asked every time. */
 int nonblock_cached(struct fdent *e)
 {
-	if (e->dupped || e->shared || atomic_load(&e->nb_forks) != atomic_load(&n_forks))
+	if (!kept_valid(e, atomic_load(&e->nb_forks)))
 		return -1;
 	return atomic_load(&e->nb);
 }

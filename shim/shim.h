@@ -332,6 +332,14 @@ size_t iov_total(const struct iovec *iov, int cnt);
 int settle_reconnect(int fd, struct fdent *e, int may_block);
 size_t zcopy_min(void);
 void timeouts_changed(struct fdent *e);
+/* kept_valid says whether what an entry keeps of its socket (O_NONBLOCK,
+ * the timeouts), learnt when the process had made `forks` forks, still
+ * holds: no other descriptor (dup, inherited) or process (a fork since)
+ * can have changed it past the hooks. */
+static inline int kept_valid(const struct fdent *e, unsigned forks)
+{
+	return !e->dupped && !e->shared && forks == atomic_load(&n_forks);
+}
 /* is_timeout_opt: SO_RCVTIMEO or SO_SNDTIMEO, either layout of its value. */
 static inline int is_timeout_opt(int name)
 {

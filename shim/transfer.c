@@ -40,15 +40,15 @@ pid_t my_tid(void)
 
 /* sock_timeout is the socket's SO_RCVTIMEO (want POLLIN) or SO_SNDTIMEO
  * (POLLOUT) in ns, 0 for none. The kernel is asked once and the answer kept
- * in the entry while only this descriptor of this process can change it
- * (setsockopt through the hooks forgets it): a blocking ping-pong asked it
+ * in the entry while it holds (kept_valid: only this descriptor of this
+ * process can change it;
+ * setsockopt through the hooks forgets it): a blocking ping-pong asked it
  * once per message, a system call TCP's recv does not make. */
 static int64_t sock_timeout(int fd, int want)
 {
 	struct fdent *e = ours(fd);
 	int i = want == POLLIN ? 0 : 1;
-	int trusted = e && !e->dupped && !e->shared && atomic_load(&e->tmo_forks) == atomic_load(&n_forks);
-	int64_t ns = trusted ? atomic_load(&e->tmo_ns[i]) : -1;
+	int64_t ns = e && kept_valid(e, atomic_load(&e->tmo_forks)) ? atomic_load(&e->tmo_ns[i]) : -1;
 	if (ns >= 0)
 		return ns;
 	unsigned gen = e ? atomic_load(&e->tmo_gen) : 0;
