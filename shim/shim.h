@@ -169,7 +169,7 @@ struct fdent {
 	int lowat;               /* SO_RCVLOWAT, kept here for SDP (set_rcvlowat); 1: the default */
 	/* SO_RCVTIMEO [0] and SO_SNDTIMEO [1] in ns (0: none), as asked of the
 	 * kernel once (call_deadline); -1: not known. Trusted while only this
-	 * descriptor of this process can change them (nb's rule). */
+	 * descriptor of this process can change them (kept_valid). */
 	_Atomic int64_t tmo_ns[2];
 	_Atomic unsigned tmo_forks;
 	_Atomic unsigned tmo_gen; /* setsockopt of either: an answer asked before is stale */
