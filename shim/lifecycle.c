@@ -21,28 +21,54 @@ static void forget(int fd, struct fdent *e)
 	entry_reset(fd);
 }
 
-/* drain_unread reads and drops what the kernel holds for a connection that
- * was never handed to the engine (the peer's MPA Request or Reply) before it
- * is closed, so that the close sends a FIN, as TCP's would, and not the RST
- * the kernel sends for a socket closed with unread bytes: the peer reads end
- * of stream. Only the sole holder of the socket may: a duplicate or a child
- * process may still need those bytes. */
+/* drop_frame reads and drops the peer's handshake frame (MPA Request or
+ * Reply) waiting on fd, unless bytes follow it: those are the peer's
+ * application data (a connecting side sends right after its Reply), and a
+ * close with them unread resets, as TCP's does. It returns what the peek
+ * returned: -1 with EAGAIN when nothing is waiting. */
+static ssize_t drop_frame(int fd)
+{
+	unsigned char b[512];
+	ssize_t n = real.recv(fd, b, sizeof b, MSG_DONTWAIT | MSG_PEEK);
+	if (n <= 0)
+		return n;
+	if (n >= 20 && memcmp(b, "MPA ID Re", 9) == 0 &&
+	    n > (ssize_t)(20 + ((size_t)b[18] << 8 | b[19])))
+		return n;
+	ssize_t r = real.recv(fd, b, (size_t)n, MSG_DONTWAIT);
+	(void)r;
+	return n;
+}
+
+/* fin_first shuts fd's sending side down before a close when the peer's
+ * frame has not come yet but may be on its way (its side is taking the
+ * connection over): arriving between our peek and the close, or after it, it
+ * would make the kernel reset. With the FIN first the peer reads end of
+ * stream before any reset; a frame that came meanwhile is then dropped. Not
+ * for a close that SO_LINGER with a zero timeout makes an abort. */
+static void fin_first(int fd)
+{
+	struct linger l = {0};
+	socklen_t ll = sizeof l;
+	if (real.getsockopt(fd, SOL_SOCKET, SO_LINGER, &l, &ll) == 0 && l.l_onoff && l.l_linger == 0)
+		return;
+	if (real.shutdown(fd, SHUT_WR) == 0)
+		drop_frame(fd);
+}
+
+/* drain_unread makes the close of a connection that was never handed to the
+ * engine send a FIN, as TCP's would, and not the RST the kernel sends for a
+ * socket closed with unread bytes: the peer reads end of stream. Only the
+ * sole holder of the socket may: a duplicate or a child process may still
+ * need those bytes. */
 static void drain_unread(int fd, struct fdent *e)
 {
 	if (e->dupped || e->shared || e->born_forks != atomic_load(&n_forks))
 		return;
-	/* Only the handshake frame goes: bytes after it are the peer's
-	 * application data (a connecting side sends right after its Reply),
-	 * and a close with those unread resets, as TCP's does. */
-	unsigned char b[512];
-	ssize_t n = real.recv(fd, b, sizeof b, MSG_DONTWAIT | MSG_PEEK);
-	if (n <= 0)
-		return;
-	if (n >= 20 && memcmp(b, "MPA ID Re", 9) == 0 &&
-	    n > (ssize_t)(20 + ((size_t)b[18] << 8 | b[19])))
-		return;
-	ssize_t r = real.recv(fd, b, (size_t)n, MSG_DONTWAIT);
-	(void)r;
+	int err = errno; /* a close that succeeds leaves errno as it found it */
+	if (drop_frame(fd) < 0 && errno == EAGAIN)
+		fin_first(fd);
+	errno = err;
 }
 
 EXPORT int close(int fd)
