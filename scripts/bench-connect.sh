@@ -2,7 +2,9 @@
 # bench-connect.sh: what a connection's set-up costs, plain TCP and under libsdp, in one run on
 # 127.0.0.1:
 #   - connection rate: one client process makes N connections in a row to one server process
-#     (connect, 1 byte each way, close; both Python), per connection: median and mean;
+#     (connect, 1 byte each way, close; both Python), per connection: median and mean, and the
+#     median of each call (socket, connect, the first send, the first receive, close): under
+#     libsdp the first send waits for the accepting side's MPA Request and answers it;
 #   - time to first byte of a fresh curl process against python3 -m http.server (median of R).
 # BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build, e.g. the one before a
 # change, with the libsdp-engine.so beside it (else build/libsdp-engine.so).
@@ -35,16 +37,26 @@ EOF
 cat >"$tmp/client.py" <<'EOF'
 import socket, sys, time, statistics
 port, n = int(sys.argv[1]), int(sys.argv[2])
-ts = []
+phases = ("socket", "connect", "send", "recv", "close")
+ts, ph = [], {k: [] for k in phases}
 for _ in range(n):
-    t = time.perf_counter()
-    c = socket.create_connection(("127.0.0.1", port))
+    t = [time.perf_counter()]
+    c = socket.socket()
+    t.append(time.perf_counter())
+    c.connect(("127.0.0.1", port))
+    t.append(time.perf_counter())
     c.sendall(b"x")
+    t.append(time.perf_counter())
     assert c.recv(1) == b"y"
+    t.append(time.perf_counter())
     c.close()
-    ts.append(time.perf_counter() - t)
+    t.append(time.perf_counter())
+    ts.append(t[-1] - t[0])
+    for i, k in enumerate(phases):
+        ph[k].append(t[i + 1] - t[i])
 ts = ts[n // 10:]  # the first tenth warms up
-print("median_us=%.1f mean_us=%.1f conns_per_s=%.0f" % (statistics.median(ts) * 1e6, statistics.mean(ts) * 1e6, len(ts) / sum(ts)))
+print("median_us=%.1f mean_us=%.1f conns_per_s=%.0f" % (statistics.median(ts) * 1e6, statistics.mean(ts) * 1e6, len(ts) / sum(ts)),
+      " ".join("%s_us=%.1f" % (k, statistics.median(v[n // 10:]) * 1e6) for k, v in ph.items()))
 EOF
 
 # wait_ready FILE: until the server said ready (bounded).
