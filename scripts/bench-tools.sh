@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Third-party tools, plain TCP and libsdp (both ends preloaded, default configuration) in one
+# run, on 127.0.0.1 and between two network namespaces joined by a veth pair that this script
+# creates and removes: the cases the iWARP/TCP path is held to.
+#   - iperf3, default and -l 16K: bandwidth (Mbit/s, receiver);
+#   - sockperf throughput, 64 B and 1 KiB: messages/s;
+#   - sockperf ping-pong, 64 B: the median latency (µs; lower is better);
+#   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes.
+# Each case runs TOOLS_RUNS times (default 2), TCP and libsdp alternating; one line per run
+# with the ratio libsdp/TCP (for latency, TCP's latency over libsdp's: above 1 is better).
+#
+#   bash scripts/bench-tools.sh      (sockperf and NPtcp: bash scripts/install-bench-deps.sh)
+#   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/lib.sh"
+
+require_build
+require_cmd ip iperf3 sockperf NPtcp timeout awk
+nets=${TOOLS_NETS:-lo veth}
+runs=${TOOLS_RUNS:-2}
+secs=${TOOLS_SECONDS:-4}
+tmp=$(mktemp -d)
+veth_names sdptools 233
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	veth_down
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# place NET: srv and cli (command prefixes) and addr for NET.
+place() {
+	srv=() cli=() addr=127.0.0.1
+	if [[ $1 == veth ]]; then
+		srv=(ip netns exec "$NS_A") cli=(ip netns exec "$NS_B") addr=$ADDR_A
+	fi
+}
+
+# envof CFG: the environment of both ends.
+envof() {
+	if [[ $1 == sdp ]]; then
+		echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE"
+	else
+		echo "SDP_NONE=1"
+	fi
+}
+
+# serve NET CFG PORT CMD...: starts a server and waits (bounded) until PORT listens.
+serve() {
+	local net=$1 cfg=$2 port=$3
+	shift 3
+	place "$net"
+	# shellcheck disable=SC2046
+	"${srv[@]}" env -u LD_PRELOAD $(envof "$cfg") "$@" >"$tmp/server.out" 2>&1 &
+	pids+=($!)
+	local i
+	for i in $(seq 1 100); do
+		"${srv[@]}" ss -ltn "sport = :$port" | grep -q LISTEN && return 0
+		sleep 0.05
+	done
+	die "$* did not listen on $port: $(tail -n 3 "$tmp/server.out")"
+}
+
+stop_servers() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	pids=()
+}
+
+# client NET CFG CMD...: runs a client (bounded) and prints its output.
+client() {
+	local net=$1 cfg=$2
+	shift 2
+	place "$net"
+	# shellcheck disable=SC2046
+	"${cli[@]}" env -u LD_PRELOAD $(envof "$cfg") timeout -k 5 120 "$@" 2>&1 || true
+}
+
+# port_for NET: a port free on 127.0.0.1 whose SDP port is free too (in a fresh namespace
+# every port is free).
+port_for() {
+	if [[ $1 == veth ]]; then
+		echo $((30000 + RANDOM % 20000))
+	else
+		free_port
+	fi
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b; else print "-" }'; }
+
+iperf() {
+	local net=$1 cfg=$2 port=$3
+	shift 3
+	client "$net" "$cfg" iperf3 -c "$addr" -p "$port" -t "$secs" -f m "$@" | awk '/receiver/ { print $7 }'
+}
+
+sp_tp() {
+	client "$1" "$2" sockperf tp --tcp -i "$addr" -p "$3" -m "$4" -t "$secs" |
+		sed -n 's/.*Message Rate is \([0-9]*\).*/\1/p'
+}
+
+sp_pp() {
+	client "$1" "$2" sockperf pp --tcp -i "$addr" -p "$3" -m 64 -t "$secs" |
+		sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p'
+}
+
+np() {
+	local net=$1 cfg=$2 port=$3
+	place "$net"
+	rm -f "$tmp/np.$cfg"
+	serve "$net" "$cfg" "$port" NPtcp -P "$port" -l 65536 -u 4194304
+	# shellcheck disable=SC2046
+	(cd "$tmp" && "${cli[@]}" env -u LD_PRELOAD $(envof "$cfg") timeout -k 5 180 \
+		NPtcp -h "$addr" -P "$port" -l 65536 -u 4194304 -o "$tmp/np.$cfg" >/dev/null 2>&1) || true
+	stop_servers
+}
+
+info "TCP and libsdp, ${secs}s per tool run, $runs runs; ratios libsdp/TCP (latency: TCP/libsdp)"
+for net in $nets; do
+	[[ $net == veth ]] && veth_up
+	for r in $(seq 1 "$runs"); do
+		declare -A v=()
+		for cfg in tcp sdp; do
+			p1=$(port_for "$net")
+			serve "$net" "$cfg" "$p1" iperf3 -s -p "$p1"
+			v[$cfg.iperf]=$(iperf "$net" "$cfg" "$p1")
+			v[$cfg.iperf16]=$(iperf "$net" "$cfg" "$p1" -l 16K)
+			stop_servers
+			p2=$(port_for "$net")
+			serve "$net" "$cfg" "$p2" sockperf server --tcp -i "$addr" -p "$p2"
+			v[$cfg.tp64]=$(sp_tp "$net" "$cfg" "$p2" 64)
+			v[$cfg.tp1k]=$(sp_tp "$net" "$cfg" "$p2" 1024)
+			v[$cfg.pp64]=$(sp_pp "$net" "$cfg" "$p2")
+			stop_servers
+			np "$net" "$cfg" "$(port_for "$net")"
+		done
+		printf '%-4s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$r" \
+			"${v[sdp.iperf]}" "${v[tcp.iperf]}" "$(ratio "${v[sdp.iperf]}" "${v[tcp.iperf]}")" \
+			"${v[sdp.iperf16]}" "${v[tcp.iperf16]}" "$(ratio "${v[sdp.iperf16]}" "${v[tcp.iperf16]}")"
+		printf '%-4s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
+			"$net" "$r" "${v[sdp.tp64]}" "${v[tcp.tp64]}" "$(ratio "${v[sdp.tp64]}" "${v[tcp.tp64]}")" \
+			"${v[sdp.tp1k]}" "${v[tcp.tp1k]}" "$(ratio "${v[sdp.tp1k]}" "${v[tcp.tp1k]}")" \
+			"${v[sdp.pp64]}" "${v[tcp.pp64]}" "$(ratio "${v[tcp.pp64]}" "${v[sdp.pp64]}")"
+		if [[ -s $tmp/np.tcp && -s $tmp/np.sdp ]]; then
+			paste "$tmp/np.tcp" "$tmp/np.sdp" | awk -v net="$net" -v r="$r" '
+				$2 > 0 { q[++n] = $5 / $2 }
+				END {
+					if (!n) { printf "%-4s run %d  NPtcp: no sizes\n", net, r; exit }
+					for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+					printf "%-4s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f\n", net, r, n, q[1], q[int((n + 1) / 2)]
+				}'
+		else
+			printf '%-4s run %d  NPtcp: no output\n' "$net" "$r"
+		fi
+		unset v
+	done
+done
