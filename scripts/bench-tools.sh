@@ -25,9 +25,7 @@ tmp=$(mktemp -d)
 veth_names sdptools 233
 pids=()
 cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
+	stop_servers
 	veth_down
 	rm -rf "$tmp"
 }
@@ -41,13 +39,10 @@ place() {
 	fi
 }
 
-# envof CFG: the environment of both ends.
+# envof CFG: the environment of both ends (none for plain TCP).
 envof() {
-	if [[ $1 == sdp ]]; then
-		echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE"
-	else
-		echo "SDP_NONE=1"
-	fi
+	[[ $1 == sdp ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE"
+	return 0
 }
 
 # serve NET CFG PORT CMD...: starts a server and waits (bounded) until PORT listens.
