@@ -188,7 +188,7 @@ static int attach_locked(int fd, struct fdent *e)
 			logmsg(0, "fd %d: connection already used over SDP by process %d, with which it was shared by "
 				  "fork(); an SDP connection belongs to one process: keep this program's connections "
 				  "on TCP (rule 'use tcp client|server %s *:*')",
-			       fd, (int)owner, program_invocation_short_name);
+			       fd, (int)owner, prog_name());
 			errno = EIO;
 			return -1;
 		}

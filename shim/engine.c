@@ -105,6 +105,23 @@ static void protect_new_fds(const uint64_t *before)
  * parent, may only exec or _exit and makes no data calls. */
 pid_t cached_pid;
 
+/* The program's name as it was exec'd. program_invocation_short_name points
+ * into argv[0], which programs that set their title (PostgreSQL's backends,
+ * nginx's workers, setproctitle) write over: read later it names the title
+ * ("127.0.0.1(57410) idle"), so rules, statistics and logs use this copy,
+ * taken by the constructor. */
+static char prog_copy[64];
+
+void prog_name_init(void)
+{
+	snprintf(prog_copy, sizeof prog_copy, "%s", program_invocation_short_name);
+}
+
+const char *prog_name(void)
+{
+	return prog_copy[0] ? prog_copy : program_invocation_short_name;
+}
+
 /* engine_open dlopens the engine: through the descriptor held open since the
  * constructor (hold_engine) when there is one, else by its path. */
 static void *engine_open(char *path, size_t n)
@@ -166,7 +183,7 @@ static int engine_init(void)
 		.urgent = shim_urgent,
 		.settling = shim_settling,
 	};
-	snprintf(ec.prog, sizeof ec.prog, "%s", program_invocation_short_name);
+	snprintf(ec.prog, sizeof ec.prog, "%s", prog_name());
 	return eng.init(&ec);
 }
 

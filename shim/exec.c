@@ -318,6 +318,7 @@ __attribute__((constructor)) static void shim_init(void)
 {
 	need_real();
 	cached_pid = getpid();
+	prog_name_init();
 	cfg.log_fd = 2;
 	read_config();
 	adopt_inherited();
@@ -380,7 +381,7 @@ __attribute__((destructor)) static void shim_fini(void)
 		eng.stats(eng_line, sizeof eng_line);
 	char buf[1024];
 	int n = snprintf(buf, sizeof buf, "libsdp: stats pid=%d prog=%s tcp_conns=%llu %s engine=%s\n",
-			 (int)getpid(), program_invocation_short_name,
+			 (int)getpid(), prog_name(),
 			 (unsigned long long)atomic_load(&n_tcp_conns), eng_line,
 			 engine_pid == getpid() ? "loaded" : "not-loaded");
 	if (n > (int)sizeof buf)

@@ -232,7 +232,7 @@ int rule_mode(int role, const struct sockaddr *sa)
 	for (int i = 0; i < n_rules; i++) {
 		const struct rule *r = &rules[i];
 		if (r->role == role && port >= r->port_lo && port <= r->port_hi && addr_match(r, sa) &&
-		    fnmatch(r->prog, program_invocation_short_name, 0) == 0)
+		    fnmatch(r->prog, prog_name(), 0) == 0)
 			return r->mode;
 	}
 	return MODE_BOTH;

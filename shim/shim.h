@@ -244,6 +244,8 @@ extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */
 extern pid_t engine_pid; /* defined in shim/engine.c */
 extern int engine_failed; /* defined in shim/engine.c */
 extern pid_t cached_pid; /* defined in shim/engine.c */
+void prog_name_init(void); /* shim/engine.c */
+const char *prog_name(void); /* the program's name at exec (shim/engine.c) */
 extern _Atomic unsigned n_forks; /* defined in shim/fdtable.c */
 extern _Atomic uint64_t n_tcp_conns, n_reasons[SDP_REASON_MAX], n_sockets; /* defined in shim/fdtable.c */
 extern struct fdent *_Atomic fdtab[FD_MAX]; /* defined in shim/fdtable.c */

@@ -106,6 +106,14 @@ func exitCode(ctx context.Context, t *testing.T, p *cprog) int {
 	return ee.ExitCode()
 }
 
+// setTitle is Python that writes over the program's argv[0], as programs that set their
+// process title do (PostgreSQL's backends, nginx's workers, setproctitle): glibc's
+// program_invocation_short_name points there, so a name read from it after this is the title.
+const setTitle = `import ctypes
+_p = ctypes.c_void_p.in_dll(ctypes.CDLL(None), "program_invocation_short_name").value
+ctypes.memset(_p, ord("t"), len(ctypes.string_at(_p)))
+`
+
 // writeConf writes a rules file into dir and returns its path.
 func writeConf(t *testing.T, dir, name, text string) string {
 	t.Helper()
@@ -132,6 +140,7 @@ type ruleCase struct {
 	refused bool
 	want    conns
 	reason  string // the fallback reason the client logs, when want.tcp > 0
+	title   bool   // the client writes over its argv[0] (setTitle) before it connects
 	check   func(t *testing.T, dir, confPath, clientLog string)
 }
 
@@ -147,6 +156,19 @@ func TestRules(t *testing.T) {
 			serverPreload: true,
 			want:          conns{tcp: 1},
 			reason:        "rule",
+		},
+		{
+			// A program that sets its title is still matched by the name it was started
+			// with, and its statistics carry that name.
+			name:          "tcp-rule-after-title",
+			conf:          "use tcp connect python3 127.0.0.1:{port}\n",
+			serverPreload: true,
+			title:         true,
+			want:          conns{tcp: 1},
+			reason:        "rule",
+			check: func(t *testing.T, dir, confPath, clientLog string) {
+				assert.Regexp(t, `libsdp: stats pid=\d+ prog=python3 `, clientLog)
+			},
 		},
 		{
 			// The same rule for another program does not apply.
@@ -211,7 +233,11 @@ func runRuleCase(t *testing.T, shim string, rc ruleCase, size int) {
 	require.Equal(t, []string{strconv.Itoa(port)}, ports)
 
 	cliEnv := append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), "SDP_CONFIG_FILE="+conf)
-	cli := startC(ctx, t, dir, "client", cliEnv, python, "-c", echoClient, strconv.Itoa(port), strconv.Itoa(size))
+	script := echoClient
+	if rc.title {
+		script = setTitle + script
+	}
+	cli := startC(ctx, t, dir, "client", cliEnv, python, "-c", script, strconv.Itoa(port), strconv.Itoa(size))
 	code := exitCode(ctx, t, cli)
 	out := outText(t, cli)
 	clientLog := logText(t, dir, "client")

@@ -24,8 +24,9 @@ import (
 
 // holdClient connects to an HTTP server, asks for a file, reads at least want bytes of the
 // answer and reports "ready <bytes> <local port>"; it keeps the connection open until its
-// stdin ends, so that the connection can be observed while it is alive.
-const holdClient = `import socket, sys
+// stdin ends, so that the connection can be observed while it is alive. It sets its process
+// title first (setTitle), as PostgreSQL's backends do: sdpstat must still name it python3.
+const holdClient = setTitle + `import socket, sys
 port, want = int(sys.argv[1]), int(sys.argv[2])
 s = socket.create_connection(("127.0.0.1", port), timeout=60)
 s.sendall(b"GET /big.bin HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
