@@ -64,7 +64,7 @@ demo: deps all
 	bash scripts/demo.sh
 
 check:
-	@test -z "$$(gofmt -l iwarp sdpcore preload internal cmd tests)" || { gofmt -l iwarp sdpcore preload internal cmd tests; echo "gofmt needed"; exit 1; }
+	@test -z "$$(gofmt -l iwarp shm sdpcore preload internal cmd tests)" || { gofmt -l iwarp shm sdpcore preload internal cmd tests; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	bash -n scripts/*.sh scripts/sdp_run
 
