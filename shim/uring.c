@@ -12,8 +12,12 @@
  * the shim's epoll_ctl() and turns them into NOPs (the completion carries 0,
  * as EPOLL_CTL's would); entries that read, write, poll or shut down an SDP
  * connection are carried out by the shim (shim/uring_ops.c), and so are
- * cancellations of those; SYS_close goes to close() and SYS_setsockopt to
- * setsockopt(). Every other call goes to libc's syscall() unchanged.
+ * cancellations of those; socket commands (URING_CMD: SIOCINQ, SIOCOUTQ,
+ * getsockopt, setsockopt) on a descriptor of the shim's go to its ioctl(),
+ * getsockopt() and setsockopt(), which know an SDP connection's bytes and
+ * keep what the socket's options say; SYS_close goes to close() and
+ * SYS_setsockopt to setsockopt(). Every other call goes to libc's syscall()
+ * unchanged.
  *
  * A ring the application asks a kernel thread to poll (IORING_SETUP_SQPOLL,
  * which would take entries without io_uring_enter) is set up without the
@@ -26,12 +30,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/io_uring.h>
+#include <linux/sockios.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -203,6 +209,56 @@ static void take_close(struct io_uring_sqe *sqe)
 	uring_to_nop(sqe, rc < 0 ? -errno : 0);
 }
 
+/* Socket commands (IORING_OP_URING_CMD on a socket, Linux 6.7): this
+ * file may be built with headers that predate them, so their numbers and
+ * the entry's fields they use are spelled out (include/uapi/linux/io_uring.h:
+ * cmd_op at byte 8, level and optname at 16 and 20, optlen at 44, optval
+ * at 48). */
+enum { SOCK_CMD_SIOCINQ, SOCK_CMD_SIOCOUTQ, SOCK_CMD_GETSOCKOPT, SOCK_CMD_SETSOCKOPT };
+
+static uint32_t sqe_u32(const struct io_uring_sqe *sqe, size_t off)
+{
+	uint32_t v;
+	memcpy(&v, (const char *)sqe + off, sizeof v);
+	return v;
+}
+
+/* take_sock_cmd carries out a socket command on a descriptor of the
+ * shim's, as the kernel would at submission, and makes the entry a NOP
+ * with the command's result: the kernel would answer SIOCINQ with the
+ * bytes of the SDP stream's framing, and a timeout set behind the shim's
+ * back would not bind its waits. */
+static void take_sock_cmd(struct io_uring_sqe *sqe)
+{
+	uint32_t level = sqe_u32(sqe, 16), name = sqe_u32(sqe, 20), len = sqe_u32(sqe, 44);
+	uint64_t val;
+	memcpy(&val, (const char *)sqe + 48, sizeof val);
+	int fd = sqe->fd, rc, res, n = 0;
+	socklen_t l = len;
+	switch (sqe_u32(sqe, 8)) {
+	case SOCK_CMD_SIOCINQ:
+	case SOCK_CMD_SIOCOUTQ:
+		rc = ioctl(fd, sqe_u32(sqe, 8) == SOCK_CMD_SIOCINQ ? SIOCINQ : SIOCOUTQ, &n);
+		res = rc < 0 ? -errno : n;
+		break;
+	case SOCK_CMD_GETSOCKOPT:
+		if (level != SOL_SOCKET) {
+			res = -EOPNOTSUPP; /* as the kernel: SOL_SOCKET only */
+			break;
+		}
+		rc = getsockopt(fd, (int)level, (int)name, (void *)(uintptr_t)val, &l);
+		res = rc < 0 ? -errno : (int)l;
+		break;
+	case SOCK_CMD_SETSOCKOPT:
+		rc = setsockopt(fd, (int)level, (int)name, (const void *)(uintptr_t)val, len);
+		res = rc < 0 ? -errno : 0;
+		break;
+	default:
+		return; /* a command the shim does not know: the kernel's */
+	}
+	uring_to_nop(sqe, res);
+}
+
 /* moves_bytes says whether op reads, writes, polls or shuts down its
  * descriptor: on an SDP connection, the shim's to carry (shim/uring_ops.c). */
 static int moves_bytes(int op)
@@ -250,6 +306,8 @@ void uring_take(int ring, int skip_ok, struct io_uring_sqe *sqe)
 		return;
 	if (op == IORING_OP_CLOSE)
 		take_close(sqe);
+	else if (op == IORING_OP_URING_CMD)
+		take_sock_cmd(sqe);
 	else if (k == SHIM_FD_SDP && moves_bytes(op))
 		uring_op_take(ring, sqe, skip_ok);
 	else if (k == SHIM_FD_LISTEN && op == IORING_OP_POLL_ADD)

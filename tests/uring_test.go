@@ -16,7 +16,10 @@ import (
 // later do for Node.js 22 and 24), moves bytes through the ring (RECV, SEND, READ, WRITE,
 // READV, WRITEV, RECVMSG, SENDMSG, with and without waiting, MSG_WAITALL), polls through it
 // (POLL_ADD, of a connection and of a listener a client then reaches over SDP), cancels
-// waiting entries (ASYNC_CANCEL, POLL_REMOVE), shuts down and closes through it sees line for
+// waiting entries (ASYNC_CANCEL, POLL_REMOVE), asks and sets through it (URING_CMD: SIOCINQ,
+// GETSOCKOPT, SETSOCKOPT of a receive timeout after a blocking read used the one setsockopt
+// set; before the shim took them, SIOCINQ said 0 and the old timeout ended the read), shuts
+// down and closes through it sees line for
 // line what it sees over TCP, in every mode, with both ends over
 // SDP; on a ring it enters and on one it asks a kernel thread to poll (IORING_SETUP_SQPOLL,
 // entered with to_submit 0 only when the ring asks for a wake-up).

@@ -12,6 +12,7 @@
 #include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -174,6 +176,38 @@ static int ring_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return submit(&e);
 }
 
+/* Socket commands (IORING_OP_URING_CMD, Linux 6.7), spelled out for older
+ * headers: cmd_op at byte 8, level and optname at 16 and 20, optlen at 44,
+ * optval at 48 of the entry. */
+enum { SOCK_CMD_SIOCINQ, SOCK_CMD_SIOCOUTQ, SOCK_CMD_GETSOCKOPT, SOCK_CMD_SETSOCKOPT };
+
+static int sock_cmd(int fd, uint32_t op, uint32_t level, uint32_t name, void *val, uint32_t len)
+{
+	struct io_uring_sqe e;
+	memset(&e, 0, sizeof e);
+	e.opcode = IORING_OP_URING_CMD;
+	e.fd = fd;
+	uint64_t v = (uint64_t)(uintptr_t)val;
+	char *p = (char *)&e;
+	memcpy(p + 8, &op, 4);
+	memcpy(p + 16, &level, 4);
+	memcpy(p + 20, &name, 4);
+	memcpy(p + 44, &len, 4);
+	memcpy(p + 48, &v, 8);
+	return submit(&e);
+}
+
+/* late_write writes "slow" to the descriptor *arg after 300 ms: data that
+ * only a receive without a timeout waits for. */
+static void *late_write(void *arg)
+{
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	if (write(*(int *)arg, "slow", 4) != 4)
+		die("write");
+	return NULL;
+}
+
 static const char *res_name(int res)
 {
 	static char b[32];
@@ -204,6 +238,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	alarm(60); /* a wait that never ends fails the run instead of hanging it */
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])) };
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -341,6 +376,33 @@ int main(int argc, char **argv)
 		die("write");
 	read_all(s, buf, 5);
 	printf("read after cancels '%.5s'\n", buf);
+
+	/* Socket commands through the ring: the bytes waiting as the
+	 * application counts them, and a receive timeout set through the ring
+	 * after a blocking read has used the one set with setsockopt(). */
+	if (write(c, "inq12", 5) != 5)
+		die("write");
+	wait_events(ep, 5000, "before siocinq");
+	printf("siocinq through the ring: %s\n", res_name(sock_cmd(s, SOCK_CMD_SIOCINQ, 0, 0, NULL, 0)));
+	read_all(s, buf, 5);
+	printf("siocinq after reading: %s\n", res_name(sock_cmd(s, SOCK_CMD_SIOCINQ, 0, 0, NULL, 0)));
+	struct timeval tv = { 0, 50 * 1000 };
+	if (setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+		die("setsockopt");
+	n = read(s, buf, sizeof buf);
+	printf("read with a 50 ms timeout: %zd %s\n", n, n < 0 ? strerrorname_np(errno) : "");
+	struct timeval none = { 0, 0 }, got = { 1, 1 };
+	printf("setsockopt SO_RCVTIMEO 0 through the ring: %s\n",
+	       res_name(sock_cmd(s, SOCK_CMD_SETSOCKOPT, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none)));
+	int gr = sock_cmd(s, SOCK_CMD_GETSOCKOPT, SOL_SOCKET, SO_RCVTIMEO, &got, sizeof got);
+	printf("getsockopt SO_RCVTIMEO through the ring: %s %ld.%06ld\n", res_name(gr), (long)got.tv_sec, (long)got.tv_usec);
+	printf("getsockopt at another level: %s\n", res_name(sock_cmd(s, SOCK_CMD_GETSOCKOPT, IPPROTO_TCP, 1, &one, sizeof one)));
+	pthread_t writer;
+	if (pthread_create(&writer, NULL, late_write, &c) != 0)
+		die("pthread_create");
+	n = read(s, buf, sizeof buf);
+	printf("read without a timeout: %zd '%.*s'\n", n, (int)(n > 0 ? n : 0), buf);
+	pthread_join(writer, NULL);
 
 	/* The server's side shut down through the ring: the client reads the end. */
 	x = entry(IORING_OP_SHUTDOWN, s, NULL, SHUT_WR, 0, 15);
