@@ -224,7 +224,7 @@ sec_latbw() {
 	# the variants (BCopy only, markers and CRC off); 1 B latency always gets all its
 	# iterations (full=1: no budget for sizes up to 1 byte)
 	local cfgs=(tcp sdp-default basic enhanced) more=(enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare)
-	[[ $NET == veth ]] && cfgs=(tcp basic enhanced) more=()
+	[[ $NET == veth ]] && more=() # the variants on 127.0.0.1 only
 	local c
 	for c in "${cfgs[@]}"; do
 		run_pair lat "$c" -- lat "$SIZES_ALL" iters="$ITERS" bytes=8388608 full=1 "${COMMON[@]}"
