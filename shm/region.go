@@ -51,7 +51,7 @@ func Create(data int) (*Region, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("shm: seal: %w", err)
 	}
-	return mapRegion(fd, size, data)
+	return mapRegion(fd, true, size, data)
 }
 
 // Open maps a region the peer made (fd, received from it) with rings of
@@ -76,24 +76,24 @@ func Open(fd, data int) (*Region, error) {
 	if st.Size != int64(size) {
 		return nil, fmt.Errorf("%w: the peer's region has %d bytes, not %d", ErrSize, st.Size, size)
 	}
-	return mapRegion(-1, size, data, fd)
+	return mapRegion(fd, false, size, data)
 }
 
-// mapRegion maps size bytes of fd (or of from[0] when fd is -1, which the
-// region does not keep).
-func mapRegion(fd, size, data int, from ...int) (*Region, error) {
-	src := fd
-	if fd < 0 {
-		src = from[0]
-	}
-	mem, err := unix.Mmap(src, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+// mapRegion maps size bytes of fd; the region keeps fd (and closes it on
+// failure) when keep, as the maker of the region does.
+func mapRegion(fd int, keep bool, size, data int) (*Region, error) {
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		if fd >= 0 {
+		if keep {
 			unix.Close(fd)
 		}
 		return nil, fmt.Errorf("shm: mmap: %w", err)
 	}
-	return &Region{fd: fd, mem: mem, data: data}, nil
+	r := &Region{fd: -1, mem: mem, data: data}
+	if keep {
+		r.fd = fd
+	}
+	return r, nil
 }
 
 // Fd is the memfd of a region this side made, to pass to the peer; -1
@@ -136,8 +136,11 @@ func (r *Region) Ends(maker bool) (*Producer, *Consumer, error) {
 
 // Trim gives the data pages of p's ring back to the kernel when p is idle
 // (everything published was consumed): an idle connection then holds only
-// its control pages. p must be an end of r. It reports whether it trimmed.
+// its control pages. It reports whether it trimmed.
 func (r *Region) Trim(p *Producer) (bool, error) {
+	if !r.holds(p.r.data) {
+		return false, errors.New("shm: Trim of a producer of another region")
+	}
 	idle, err := p.Idle()
 	if err != nil || !idle {
 		return false, err
@@ -146,6 +149,16 @@ func (r *Region) Trim(p *Producer) (bool, error) {
 		return false, fmt.Errorf("shm: madvise(MADV_REMOVE): %w", err)
 	}
 	return true, nil
+}
+
+// holds says whether b lies in the region's mapping.
+func (r *Region) holds(b []byte) bool {
+	if len(r.mem) == 0 || len(b) == 0 {
+		return false
+	}
+	start, end := uintptr(unsafe.Pointer(&r.mem[0])), uintptr(unsafe.Pointer(&r.mem[0]))+uintptr(len(r.mem))
+	p := uintptr(unsafe.Pointer(&b[0]))
+	return p >= start && p+uintptr(len(b)) <= end
 }
 
 // Resident is how many bytes of the region are in memory now.

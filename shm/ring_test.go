@@ -359,6 +359,8 @@ func TestRegionTrim(t *testing.T) {
 	trimmed, err := pr.maker.Trim(pr.mp)
 	require.NoError(t, err)
 	assert.False(t, trimmed, "records read but not released: not idle")
+	_, err = pr.peer.Trim(pr.mp)
+	assert.Error(t, err, "a producer of the other side's mapping")
 	pr.pc.Release()
 	trimmed, err = pr.maker.Trim(pr.mp)
 	require.NoError(t, err)
