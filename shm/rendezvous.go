@@ -183,16 +183,23 @@ func (p *Peer) RecvRegion(want int, timeout time.Duration) (*Region, error) {
 			return nil, fmt.Errorf("shm: receive the region: %w", err)
 		}
 		fds, perr := rights(oob[:oobn])
-		defer closeAll(fds)
-		if perr != nil || len(fds) != 1 || n != offerLen || flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
-			return nil, ErrOffer
-		}
-		data := int(binary.LittleEndian.Uint32(msg[:]))
-		if want != 0 && data != want {
-			return nil, fmt.Errorf("%w: rings of %d bytes, not %d", ErrOffer, data, want)
-		}
-		return Open(fds[0], data) // the mapping stays; the descriptor is closed on return
+		r, err := openOffer(msg[:n], fds, perr, flags, want)
+		closeAll(fds) // the mapping stays
+		return r, err
 	}
+}
+
+// openOffer checks one received offer (the message, its descriptors, the
+// flags recvmsg returned) and opens the region it names.
+func openOffer(msg []byte, fds []int, perr error, flags, want int) (*Region, error) {
+	if perr != nil || len(fds) != 1 || len(msg) != offerLen || flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+		return nil, ErrOffer
+	}
+	data := int(binary.LittleEndian.Uint32(msg))
+	if want != 0 && data != want {
+		return nil, fmt.Errorf("%w: rings of %d bytes, not %d", ErrOffer, data, want)
+	}
+	return Open(fds[0], data)
 }
 
 // rights returns every descriptor in the control messages.

@@ -98,24 +98,25 @@ func TestRendezvousBadOffers(t *testing.T) {
 		name string
 		msg  func(t *testing.T) ([]byte, []int)
 		want error
+		size int // the ring size RecvRegion asks for (0: the one the offer names)
 	}{
-		{"no descriptor", func(t *testing.T) ([]byte, []int) { return size, nil }, ErrOffer},
+		{"no descriptor", func(t *testing.T) ([]byte, []int) { return size, nil }, ErrOffer, 4096},
 		{"two descriptors", func(t *testing.T) ([]byte, []int) {
 			return size, []int{memfd(t, true), memfd(t, true)}
-		}, ErrOffer},
-		{"short message", func(t *testing.T) ([]byte, []int) { return size[:3], []int{memfd(t, true)} }, ErrOffer},
-		{"long message", func(t *testing.T) ([]byte, []int) { return []byte{0, 16, 0, 0, 0}, []int{memfd(t, true)} }, ErrOffer},
-		{"another size", func(t *testing.T) ([]byte, []int) { return []byte{0, 32, 0, 0}, []int{memfd(t, true)} }, ErrOffer},
+		}, ErrOffer, 4096},
+		{"short message", func(t *testing.T) ([]byte, []int) { return size[:3], []int{memfd(t, true)} }, ErrOffer, 4096},
+		{"long message", func(t *testing.T) ([]byte, []int) { return []byte{0, 16, 0, 0, 0}, []int{memfd(t, true)} }, ErrOffer, 4096},
+		{"another size", func(t *testing.T) ([]byte, []int) { return []byte{0, 32, 0, 0}, []int{memfd(t, true)} }, ErrOffer, 4096},
 		{"size not its own", func(t *testing.T) ([]byte, []int) {
 			return []byte{0, 32, 0, 0}, []int{memfd(t, true)}
-		}, ErrSize},
-		{"unsealed", func(t *testing.T) ([]byte, []int) { return size, []int{memfd(t, false)} }, ErrUnsealed},
+		}, ErrSize, 0},
+		{"unsealed", func(t *testing.T) ([]byte, []int) { return size, []int{memfd(t, false)} }, ErrUnsealed, 4096},
 		{"not a memfd", func(t *testing.T) ([]byte, []int) {
 			p := make([]int, 2)
 			require.NoError(t, unix.Pipe2(p, unix.O_CLOEXEC))
 			t.Cleanup(func() { unix.Close(p[0]); unix.Close(p[1]) })
 			return size, p[:1]
-		}, nil},
+		}, nil, 4096},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,11 +128,7 @@ func TestRendezvousBadOffers(t *testing.T) {
 				oob = unix.UnixRights(fds...)
 			}
 			require.NoError(t, unix.Sendmsg(active.fd, msg, oob, nil, 0))
-			want := 4096
-			if tc.name == "size not its own" {
-				want = 0 // take the size named: the descriptor's own is another
-			}
-			r, err := passive.RecvRegion(want, 5*time.Second)
+			r, err := passive.RecvRegion(tc.size, 5*time.Second)
 			require.Error(t, err)
 			assert.Nil(t, r)
 			if tc.want != nil {
