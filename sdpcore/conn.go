@@ -833,6 +833,14 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 		return fmt.Errorf("sdp: %v of %d bytes does not fit our %d-byte receive buffers", h.MID(), h.Len(), c.bufSize)
 	}
 	credit := c.fc == FlowCredit
+	// A credit update (a Data message without payload) is handled as it
+	// arrives and holds no buffer, so a peer may send one with no credits
+	// left: that is how two ends that each spent their last credit on
+	// messages that crossed tell each other about the buffers their
+	// applications have emptied since (maybeReturnCredits).
+	if h.MID() == MIDData && int(h.Len()) == BSDHLen {
+		credit = false
+	}
 	if credit && c.posted == 0 {
 		return errors.New("sdp: peer sent beyond the credits we granted")
 	}
@@ -903,15 +911,17 @@ func (c *Conn) releaseQueue() {
 // once the peer is down to its last credit. Buffers emptied by reading
 // data count, and ones that other messages without data used (msgFrees),
 // never ones a credit update used: otherwise two peers would answer each
-// other's updates for ever. With at least four buffers a side
-// that only receives never leaves the sender short: each update costs the
-// sender one buffer until its next message acknowledges it.
+// other's updates for ever. An update needs no credit: both ends may have
+// spent their last ones on messages that crossed, each offering the one
+// buffer the other's message then took, and only an update can tell the
+// other end that its application has emptied buffers since
+// (TestCreditsCrossedAtZero; TestModesMatrix under load met it).
 func (c *Conn) maybeReturnCredits() {
 	if c.fc.ring() {
 		c.maybeAckRing()
 		return
 	}
-	if c.fc != FlowCredit || c.phase() != stEstablished || c.credits() < 1 {
+	if c.fc != FlowCredit || c.phase() != stEstablished {
 		return
 	}
 	peerView := c.advBufs - int(c.recvSeq-c.advAck)
@@ -931,12 +941,10 @@ func (c *Conn) maybeReturnCredits() {
 		// with a reset that cuts what we still have to read.
 		return
 	}
-	if c.credits() == 1 && c.posted < 2 && !rescue {
-		// Our last credit on an update offering fewer than two buffers
-		// can leave both ends at none: two such updates crossing each
-		// take the one buffer the other offered, and neither end may
-		// send again (TestSmallBuffersManyCredits, under load). The
-		// update waits until the application frees another buffer.
+	if c.credits() < 1 && c.freed == 0 {
+		// An update needs no credit (onHeader), but without buffers the
+		// application emptied it tells nothing new: a sender that stalls
+		// again and again must not send one each time.
 		return
 	}
 	if c.freed >= max(1, c.bufs/2) || peerView < 2 {

@@ -380,3 +380,103 @@ func TestSilentClientTimesOut(t *testing.T) {
 		require.Equal(t, unix.ETIMEDOUT, Errno(err), "the application's read gets ETIMEDOUT")
 	}
 }
+
+// TestCreditsCrossedAtZero: both ends spend their last credit on messages
+// that cross, each offering the one buffer its application has left
+// unread (zero copy's RdmaRdCompl, SendSM and nudges may use the last
+// credit, whatever they offer); each message takes the buffer the other
+// offered, and both ends are left with no credits. Once the applications
+// have read, data must flow again both ways: an end with no credits tells
+// the other about the buffers it emptied (a credit update needs none).
+// TestModesMatrix met this state under load and hung.
+func TestCreditsCrossedAtZero(t *testing.T) {
+	cfg := testConfig()
+	cfg.RecvBufs, cfg.BufSize = 4, 4096
+	a, p := connPair(t, cfg)
+	until := time.Now().Add(20 * time.Second)
+	locked := func(c *Conn, f func()) { c.mu.Lock(); defer c.mu.Unlock(); f() }
+	credits := func(c *Conn) (n, posted int) { locked(c, func() { n, posted = c.credits(), c.posted }); return }
+	// settle lets c handle every message from has sent, without reading.
+	settle := func(c, from *Conn) {
+		for {
+			var sent, got uint32
+			locked(from, func() { sent = from.mseq })
+			locked(c, func() { got = c.recvSeq })
+			if got == sent {
+				return
+			}
+			require.True(t, time.Now().Before(until), "%v", c)
+			_, _, _, err := c.Poll(EvIn, time.Now())
+			require.NoError(t, err)
+		}
+	}
+	// fill sends one-byte Data messages from c while it has two credits.
+	fill := func(c *Conn, most int) {
+		for i := 0; i < most; i++ {
+			if n, _ := credits(c); n < 2 {
+				return
+			}
+			k, err := c.Send([][]byte{{'x'}}, time.Now())
+			require.NoError(t, err)
+			require.Equal(t, 1, k)
+		}
+	}
+	for !a.Established() || !p.Established() {
+		require.True(t, time.Now().Before(until))
+		_, _, _, err := a.Poll(EvOut, time.Now())
+		require.NoError(t, err)
+		_, _, _, err = p.Poll(EvOut, time.Now())
+		require.NoError(t, err)
+	}
+	settle(p, a)
+	settle(a, p)
+	fill(a, 10)
+	settle(p, a)
+	fill(p, 10)
+	settle(a, p)
+	for _, c := range []*Conn{a, p} {
+		n, posted := credits(c)
+		require.Equal(t, 1, n, "staged: the last credit, %v", c)
+		require.Equal(t, 1, posted, "staged: one buffer left unread, %v", c)
+	}
+	for _, c := range []*Conn{a, p} { // the crossing messages
+		locked(c, func() { c.sendControl(MIDData); require.NoError(t, c.flush()) })
+	}
+	settle(a, p)
+	settle(p, a)
+	for _, c := range []*Conn{a, p} {
+		n, _ := credits(c)
+		require.Equal(t, 0, n, "staged: no credits on either end, %v", c)
+	}
+	// The applications read what they hold, then send again.
+	buf := make([]byte, 64)
+	for _, c := range []*Conn{a, p} {
+		k, err := c.Recv([][]byte{buf}, 0, time.Now())
+		require.NoError(t, err)
+		require.NotZero(t, k)
+	}
+	oneWay(t, a, p, 100000)
+	oneWay(t, p, a, 100000)
+}
+
+// TestUpdateNeedsNoBuffer: a receiver whose buffers all hold unread data
+// takes a credit update (it holds no buffer) but not a Data message with
+// payload, which would be beyond the credits it granted.
+func TestUpdateNeedsNoBuffer(t *testing.T) {
+	a, p := connPair(t, testConfig())
+	oneWay(t, p, a, 1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.posted = 0 // white box: every buffer holds unread data
+	msg := func(mid MID, payload int) BSDH {
+		b := make([]byte, BSDHLen)
+		EncodeBSDH(b, BSDHFields{MID: mid, Bufs: 4, Len: uint32(BSDHLen + payload), MSeq: a.recvSeq + 1, MSeqAck: a.mseq})
+		return BSDH(b)
+	}
+	require.NoError(t, a.onHeader(msg(MIDData, 0), BSDHLen))
+	require.False(t, a.msgHeld, "an update holds no buffer")
+	require.Zero(t, a.posted)
+	a.inMsg = false // it ended with its header
+	err := a.onHeader(msg(MIDData, 1), BSDHLen)
+	require.ErrorContains(t, err, "beyond the credits")
+}
