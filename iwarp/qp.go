@@ -506,7 +506,16 @@ type RxChunk struct {
 // still reads up to rxChunkSize per system call.
 var rxPools = [2]sync.Pool{
 	{New: func() any { return &RxChunk{buf: make([]byte, rxSmallChunk)} }},
-	{New: func() any { return &RxChunk{buf: make([]byte, rxChunkSize)} }},
+	{New: func() any { return newChunk(rxChunkSize) }},
+}
+
+// newChunk makes a large receive chunk, populated (prefault): the kernel's
+// copies into a fresh one were a quarter of a fresh preloaded process's
+// page faults.
+func newChunk(size int) *RxChunk {
+	c := &RxChunk{buf: make([]byte, size)}
+	prefault(c.buf)
+	return c
 }
 
 // getChunk returns a chunk of at least size bytes with one reference.
@@ -518,7 +527,7 @@ func getChunk(size int) *RxChunk {
 	case size <= rxChunkSize:
 		c = rxPools[1].Get().(*RxChunk)
 	default:
-		c = &RxChunk{buf: make([]byte, size)} // cannot happen: an FPDU fits a large chunk
+		c = newChunk(size) // cannot happen: an FPDU fits a large chunk
 	}
 	c.refs = 1
 	return c
