@@ -47,6 +47,28 @@ func FuzzRing(f *testing.F) {
 			}
 		}
 
+		// The same memory read as a byte stream, in pieces of a size
+		// the input chooses: never more bytes than were published.
+		s, err := NewConsumer(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		piece := make([]byte, 1+int(tail%5000))
+		read := uint64(0)
+		for i := 0; i < 1000; i++ {
+			n, err := s.Read(piece)
+			read += uint64(n)
+			if read > head {
+				t.Fatalf("%d bytes read past head %d", read, head)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrEmpty) && !errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Read: %v", err)
+				}
+				break
+			}
+		}
+
 		// The producer's view of a hostile consumer's position.
 		p, err := NewProducer(mem)
 		if err != nil {

@@ -201,6 +201,10 @@ type Consumer struct {
 	tail uint64 // read, released up to rel
 	rel  uint64
 	head uint64 // the producer's position last read
+	// A record Read has begun: its payload's next byte (at), the bytes
+	// of it left, and where the record ends (tail moves there once it
+	// is all read, so that the producer cannot reuse its space before).
+	at, left, end uint64
 }
 
 // NewConsumer is the reading end of the ring in mem (RingBytes long).

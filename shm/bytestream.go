@@ -1,0 +1,82 @@
+package shm
+
+import "encoding/binary"
+
+// The rings as a byte stream, for a framing of its own above them (the
+// iWARP framing of SDP's messages): a write is one record of as many bytes
+// as fit, and reads take the payloads in order across record boundaries.
+
+// Write appends one record of as much of b as fits now and returns how
+// much; unpublished until Publish. ErrFull: no room at all.
+func (p *Producer) Write(b []byte) (int, error) {
+	room, err := p.Room()
+	if err != nil {
+		return 0, err
+	}
+	if room == 0 && len(b) > 0 {
+		return 0, ErrFull
+	}
+	n := min(len(b), room)
+	if err := p.Append(b[:n]); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Read copies the payloads of the records in order into b, as a byte
+// stream: a record longer than b is read across calls, and its space is
+// released (Release) only once it is all read. ErrEmpty: nothing to read.
+func (c *Consumer) Read(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		if c.left == 0 {
+			ok, err := c.begin()
+			if err != nil {
+				return n, err
+			}
+			if !ok {
+				break
+			}
+			continue
+		}
+		at := c.at & c.r.mask
+		k := copy(b[n:min(len(b), n+int(c.left))], c.r.data[at:])
+		n += k
+		c.at += uint64(k)
+		c.left -= uint64(k)
+		if c.left == 0 {
+			c.tail = c.end
+		}
+	}
+	if n == 0 && len(b) > 0 {
+		return 0, ErrEmpty
+	}
+	return n, nil
+}
+
+// begin starts the next record for Read, checking its header as Next
+// does; a record without payload is passed over at once. It reports
+// whether there was one.
+func (c *Consumer) begin() (bool, error) {
+	if c.tail == c.head {
+		if err := c.readHead(); err != nil {
+			return false, err
+		}
+		if c.tail == c.head {
+			return false, nil
+		}
+	}
+	avail := c.head - c.tail
+	if avail < recHeader || avail%recAlign != 0 {
+		return false, ErrCorrupt
+	}
+	hdr := binary.LittleEndian.Uint64(c.r.data[c.tail&c.r.mask:])
+	if hdr > avail || recordLen(hdr) > avail {
+		return false, ErrCorrupt
+	}
+	c.at, c.left, c.end = c.tail+recHeader, hdr, c.tail+recordLen(hdr)
+	if hdr == 0 {
+		c.tail = c.end
+	}
+	return true, nil
+}

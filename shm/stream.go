@@ -1,0 +1,166 @@
+package shm
+
+import (
+	"io"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stream is one end of a connection's byte stream over a region: this
+// side's producer and consumer, and the connection's TCP socket as the
+// doorbell. A side rings (one byte on the socket) only when the other has
+// said it sleeps (Consumer.Sleep) or waits for room (Producer.WaitRoom),
+// so a busy pair makes no system call per message; the byte also makes
+// the socket readable, which is what the application's poll, select and
+// epoll on its descriptor, the TCP socket, wait for. The socket's end of
+// stream or error is the peer's: the peer closes it last, after what it
+// published, so a side reads the rings to their end before it reports it.
+//
+// Not safe for concurrent use; Read and Write may be called by one
+// goroutine each.
+type Stream struct {
+	fd       int
+	tx       *Producer
+	rx       *Consumer
+	sleeping bool  // rx announced Sleep and has not read since
+	end      error // the socket's end (io.EOF) or error, once seen
+
+	// Counters, all time.
+	BellsRung  uint64 // doorbells written
+	BellsHeard uint64 // doorbell bytes read
+	Empty      uint64 // reads that found the ring empty
+}
+
+// NewStream is this side's stream over r (maker: the side that created
+// it) with fd, the connection's socket, as the doorbell.
+func NewStream(r *Region, maker bool, fd int) (*Stream, error) {
+	tx, rx, err := r.Ends(maker)
+	if err != nil {
+		return nil, err
+	}
+	return &Stream{fd: fd, tx: tx, rx: rx}, nil
+}
+
+// SetFd moves the doorbell to another descriptor of the same socket.
+func (s *Stream) SetFd(fd int) { s.fd = fd }
+
+// Write publishes as much of b as the ring takes now. It returns
+// unix.EAGAIN when it took nothing: the peer rings when it frees room.
+func (s *Stream) Write(b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := s.tx.Write(b[n:])
+		n += k
+		if err == ErrFull {
+			if n > 0 {
+				break
+			}
+			wait, err := s.tx.WaitRoom(1)
+			if err != nil {
+				return 0, err
+			}
+			if wait {
+				return 0, unix.EAGAIN
+			}
+			continue // room came meanwhile
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	if s.tx.Publish() {
+		s.ring()
+	}
+	return n, nil
+}
+
+// Read takes what the ring holds into b. It returns unix.EAGAIN when
+// there is nothing, having told the producer to ring; once the ring is
+// read to its end after the peer closed or reset the socket, io.EOF or
+// the socket's error; ErrCorrupt for a ring the peer broke.
+func (s *Stream) Read(b []byte) (int, error) {
+	for {
+		n, err := s.rx.Read(b)
+		if n > 0 {
+			if s.sleeping {
+				s.rx.Awake()
+				s.sleeping = false
+			}
+			if s.rx.Release() {
+				s.ring()
+			}
+			return n, nil
+		}
+		if err != ErrEmpty {
+			return 0, err
+		}
+		s.Empty++
+		if s.end == nil {
+			s.end = s.drain()
+		}
+		if s.end != nil {
+			// The peer's end (its close, or a reset: a peer that exits
+			// with doorbells unread resets the socket) comes after what
+			// it published: the ring is read to its end first.
+			if more, err := s.rx.Pending(); err != nil || more {
+				if err != nil {
+					return 0, err
+				}
+				continue
+			}
+			return 0, s.end
+		}
+		sleep, err := s.rx.Sleep()
+		if err != nil {
+			return 0, err
+		}
+		if sleep {
+			s.sleeping = true
+			return 0, unix.EAGAIN
+		}
+	}
+}
+
+// drain reads the doorbell bytes the socket holds. It returns io.EOF at
+// the peer's end of stream, the socket's error, or nil.
+func (s *Stream) drain() error {
+	var buf [256]byte
+	for {
+		r, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			return nil
+		case e != 0:
+			return e
+		case r == 0:
+			return io.EOF
+		}
+		s.BellsHeard += uint64(r)
+		if int(r) < len(buf) {
+			return nil
+		}
+	}
+}
+
+// ring writes one doorbell byte. A full socket already holds unread
+// ones, and a peer that has gone is learnt from the socket when reading.
+func (s *Stream) ring() {
+	var one [1]byte
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), uintptr(unsafe.Pointer(&one[0])), 1,
+			unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)
+		if e != unix.EINTR {
+			if e == 0 {
+				s.BellsRung++
+			}
+			return
+		}
+	}
+}
+
+// Pending reports whether bytes wait in the ring to be read.
+func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }

@@ -1,0 +1,176 @@
+package shm
+
+import (
+	"bytes"
+	"io"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"libsdp/internal/testnet"
+)
+
+// TestByteStream: writes of random sizes arrive in order through reads of
+// other random sizes, across records, the ring's end and full rings.
+func TestByteStream(t *testing.T) {
+	p := newPair(t, MinData)
+	rng := rand.New(rand.NewSource(1))
+	want := make([]byte, 1<<20)
+	rng.Read(want)
+	var got []byte
+	sent := 0
+	buf := make([]byte, 3*MinData)
+	for i := 0; len(got) < len(want); i++ {
+		require.Less(t, i, 1<<20, "no progress: sent %d, got %d", sent, len(got))
+		if sent < len(want) {
+			n := min(len(want)-sent, 1+rng.Intn(2*MinData))
+			k, err := p.mp.Write(want[sent : sent+n])
+			if err != ErrFull {
+				require.NoError(t, err)
+				require.NotZero(t, k)
+			}
+			sent += k
+			p.mp.Publish()
+		}
+		k, err := p.pc.Read(buf[:1+rng.Intn(len(buf))])
+		if err != ErrEmpty {
+			require.NoError(t, err)
+		}
+		got = append(got, buf[:k]...)
+		p.pc.Release()
+	}
+	require.True(t, bytes.Equal(want, got))
+}
+
+// TestByteStreamCorrupt: a record header past what was published, or
+// a producer position past the ring, fails the read.
+func TestByteStreamCorrupt(t *testing.T) {
+	p := newPair(t, MinData)
+	_, err := p.mp.Write([]byte("hello"))
+	require.NoError(t, err)
+	p.mp.Publish()
+	mem := p.peer.ring(0)
+	mem[ControlSize] = 0xff // the record's length, in the peer's view of the maker's ring
+	_, err = p.pc.Read(make([]byte, 16))
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// streams are both ends of a stream over one region, with a TCP pair as
+// the doorbells.
+func streams(t *testing.T, data int) (a, b *Stream, afd, bfd int) {
+	p := newPair(t, data)
+	afd, bfd = testnet.TCPPair(t)
+	a, err := NewStream(p.maker, true, afd)
+	require.NoError(t, err)
+	b, err = NewStream(p.peer, false, bfd)
+	require.NoError(t, err)
+	return a, b, afd, bfd
+}
+
+// readable waits (bounded) for fd to poll readable.
+func readable(t *testing.T, fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, 5000)
+	require.NoError(t, err)
+	return n == 1
+}
+
+// TestStreamDoorbell: a reader that found the ring empty is woken by one
+// byte on the socket when data comes; a reader that did not sleep is not.
+func TestStreamDoorbell(t *testing.T) {
+	a, b, _, bfd := streams(t, MinData)
+	buf := make([]byte, 64)
+	_, err := b.Read(buf)
+	require.ErrorIs(t, err, unix.EAGAIN, "empty")
+	n, err := a.Write([]byte("ping"))
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	require.EqualValues(t, 1, a.BellsRung, "b sleeps")
+	require.True(t, readable(t, bfd))
+	n, err = b.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "ping", string(buf[:n]))
+	// b has not slept since: a second message rings nothing.
+	_, err = a.Write([]byte("pong"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, a.BellsRung)
+	n, err = b.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "pong", string(buf[:n]))
+	_, err = b.Read(buf)
+	require.ErrorIs(t, err, unix.EAGAIN)
+	require.EqualValues(t, 1, b.BellsHeard, "the doorbell was drained")
+}
+
+// TestStreamRoom: a writer that filled the ring gets EAGAIN and is woken
+// when the reader frees room.
+func TestStreamRoom(t *testing.T) {
+	a, b, afd, _ := streams(t, MinData)
+	big := make([]byte, 4*MinData)
+	n, err := a.Write(big)
+	require.NoError(t, err)
+	require.Less(t, n, len(big))
+	_, err = a.Write(big[n:])
+	require.ErrorIs(t, err, unix.EAGAIN, "full")
+	buf := make([]byte, MinData)
+	k, err := b.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, n, k)
+	require.True(t, readable(t, afd), "the reader rang for the room it freed")
+	k, err = a.Write(big[n:])
+	require.NoError(t, err)
+	require.NotZero(t, k)
+}
+
+// TestStreamEnd: what the peer published before it closed or reset the
+// socket is read first; then the end.
+func TestStreamEnd(t *testing.T) {
+	for _, reset := range []bool{false, true} {
+		a, b, afd, bfd := streams(t, MinData)
+		buf := make([]byte, 64)
+		_, err := b.Read(buf)
+		require.ErrorIs(t, err, unix.EAGAIN)
+		_, err = a.Write([]byte("last words"))
+		require.NoError(t, err)
+		if reset {
+			// Unread bytes on a closed socket: the kernel resets.
+			_, err = unix.Write(bfd, []byte("x"))
+			require.NoError(t, err)
+			require.True(t, readable(t, afd))
+		}
+		closeFd(t, afd)
+		deadline := time.Now().Add(5 * time.Second)
+		var got []byte
+		for {
+			require.True(t, time.Now().Before(deadline))
+			n, err := b.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == unix.EAGAIN {
+				require.True(t, readable(t, bfd))
+				continue
+			}
+			if err == nil {
+				continue
+			}
+			if reset {
+				require.ErrorIs(t, err, unix.ECONNRESET)
+			} else {
+				require.ErrorIs(t, err, io.EOF)
+			}
+			break
+		}
+		require.Equal(t, "last words", string(got))
+	}
+}
+
+// closeFd closes the socket fd, leaving /dev/null under its number for
+// the pair's cleanup to close (dup3 closes and replaces in one step).
+func closeFd(t *testing.T, fd int) {
+	nul, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Dup3(nul, fd, unix.O_CLOEXEC))
+	require.NoError(t, unix.Close(nul))
+}
