@@ -121,7 +121,7 @@ func TestSanitizedShim(t *testing.T) {
 	}
 	t.Run("sink-send", func(t *testing.T) {
 		dir := logDir(t)
-		srv := start(t, "sink", asanEnv(t, dir, "server", so), relprog, "sink")
+		srv := start(t, "sink", asanEnv(t, dir, "server", so), relprog, "sink", freePort(t))
 		p := srv.port(t)
 		waitListening(t, sdpPort(p, 20000), 10*time.Second)
 		cli := start(t, "send", asanEnv(t, dir, "client", so), relprog, "send", "127.0.0.1", itoa(p), itoa(4<<20), "4", "3")

@@ -40,7 +40,7 @@ func TestCorruption(t *testing.T) {
 
 func runCorruption(t *testing.T, kind damage, conns int) (injected, detected int) {
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	const size = 1 << 20

@@ -21,7 +21,7 @@ var progressRe = regexp.MustCompile(`^PROGRESS `)
 // it goes), and waits until the sink has received its first 4 MiB.
 func startTransfer(t *testing.T, dir string, bytes, kibps int) (srv, cli *prog, port int) {
 	t.Helper()
-	srv = start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	srv = start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
 	port = srv.port(t)
 	waitListening(t, sdpPort(port, 20000), 10*time.Second)
 	cli = start(t, "send", sdpEnv(dir, "client"), relprog, "send", "127.0.0.1", strconv.Itoa(port),
@@ -57,7 +57,7 @@ func TestPeerKilled(t *testing.T) {
 func TestResetMidTransfer(t *testing.T) {
 	const conns = 5
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), damageReset, 256<<10, 2<<20, 99)
@@ -237,7 +237,7 @@ func TestPacketLoss(t *testing.T) {
 // as TCP waits for a late server (docs/PROTOCOL.md §2): both streams arrive whole over SDP.
 func TestLateMPARequest(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), delayRequest, 1, 2, 5)

@@ -260,6 +260,39 @@ func (p *prog) port(t *testing.T) int {
 	return n
 }
 
+// freePort is a port P, chosen by the kernel, whose SDP port is free too
+// right now: a preloaded listener on P needs both, and the suites running
+// beside this one hold many ports; an SDP port that is busy (an ephemeral
+// port of some connection) leaves the listener serving TCP only, which
+// these tests are not about. The SDP port is probed as the shim binds its
+// twin, with SO_REUSEADDR.
+func freePort(t *testing.T) string {
+	t.Helper()
+	probe := func(port int, reuse bool) (int, bool) {
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		defer syscall.Close(fd)
+		if reuse {
+			require.NoError(t, syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1))
+		}
+		if syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}) != nil {
+			return 0, false
+		}
+		sa, err := syscall.Getsockname(fd)
+		require.NoError(t, err)
+		return sa.(*syscall.SockaddrInet4).Port, true
+	}
+	for i := 0; i < 500; i++ {
+		p, ok := probe(0, false)
+		require.True(t, ok, "bind to port 0")
+		if _, ok := probe(sdpPort(p, 20000), true); ok {
+			return strconv.Itoa(p)
+		}
+	}
+	t.Fatal("no port whose SDP port is free too, in 500 tries")
+	return ""
+}
+
 // sdpPort is the SDP port for application port p with the given offset.
 func sdpPort(p, offset int) int {
 	const span = 65536 - 1024

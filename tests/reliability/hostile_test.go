@@ -251,7 +251,7 @@ var hostileCases = []hostileCase{
 // while a preloaded client keeps using it.
 func TestHostilePeers(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
@@ -375,7 +375,7 @@ func (p *hostilePeer) run(hc hostileCase, rng *rand.Rand) (bool, error) { return
 // that never finished its handshake once its handshake timeout has passed.
 func TestHalfOpen(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_HANDSHAKE_TIMEOUT=3000"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_HANDSHAKE_TIMEOUT=3000"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
@@ -498,7 +498,7 @@ func immData(n, ack uint32) (d [8]byte) {
 // connection; a preloaded client is served meanwhile; the server's memory stays bounded.
 func TestHostileRing(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_FLOW_CONTROL=rdma"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_FLOW_CONTROL=rdma"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)

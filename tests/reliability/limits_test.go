@@ -32,7 +32,7 @@ func TestManyConnections(t *testing.T) {
 	n := manyConns()
 	dir := logDir(t)
 	// gctrace: the Go heap the engine keeps live, to say where the memory goes.
-	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_LOG_LEVEL=warn", "GODEBUG=gctrace=1"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_LOG_LEVEL=warn", "GODEBUG=gctrace=1"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	cli := start(t, "hold", sdpEnv(dir, "client", "SDP_LOG_LEVEL=warn", "GODEBUG=gctrace=1"), relprog, "hold", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(n))
@@ -120,7 +120,7 @@ func lastLines(s string, n int) string {
 func TestConnectionCap(t *testing.T) {
 	const n, limit = 30, 8
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	cli := start(t, "hold", sdpEnv(dir, "client", "SDP_MAX_CONNECTIONS="+strconv.Itoa(limit)), relprog,

@@ -18,7 +18,7 @@ func TestEnginePanic(t *testing.T) {
 	for _, op := range []string{"recv", "poll", "any"} {
 		t.Run(op, func(t *testing.T) {
 			dir := logDir(t)
-			srv := start(t, "sink", sdpEnv(dir, "server", "SDP_TEST_PANIC="+op+":20"), relprog, "sink")
+			srv := start(t, "sink", sdpEnv(dir, "server", "SDP_TEST_PANIC="+op+":20"), relprog, "sink", freePort(t))
 			p := srv.port(t)
 			waitListening(t, sdpPort(p, 20000), 10*time.Second)
 			const conns = 4
@@ -50,7 +50,7 @@ func TestEnginePanic(t *testing.T) {
 	// the program lived on.
 	t.Run("send", func(t *testing.T) {
 		dir := logDir(t)
-		srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink")
+		srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
 		p := srv.port(t)
 		waitListening(t, sdpPort(p, 20000), 10*time.Second)
 		const conns = 4

@@ -28,7 +28,7 @@ func soakCycles() int {
 func TestSoak(t *testing.T) {
 	cycles := soakCycles()
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_LOG_LEVEL=warn"), relprog, "echo")
+	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_LOG_LEVEL=warn"), relprog, "echo", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	begin := time.Now()
