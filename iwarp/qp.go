@@ -30,7 +30,9 @@ import (
 // A QP is not safe for concurrent use; its owner serialises calls.
 type QP struct {
 	fd      int
-	noAlign bool // let the kernel merge FPDUs into segments (faster, unaligned)
+	stream  ByteStream // carries the FPDUs instead of fd (stream.go)
+	rawEnd  int        // txbuf before it still goes to fd (stream.go)
+	noAlign bool       // let the kernel merge FPDUs into segments (faster, unaligned)
 	tx      *TxFramer
 	rx      *RxDeframer
 	full    bool
@@ -113,7 +115,12 @@ func NewQP(fd int) *QP {
 func (q *QP) Fd() int { return q.fd }
 
 // SetFd moves the QP to another descriptor of the same socket (a dup).
-func (q *QP) SetFd(fd int) { q.fd = fd }
+func (q *QP) SetFd(fd int) {
+	q.fd = fd
+	if q.stream != nil {
+		q.stream.SetFd(fd)
+	}
+}
 
 // WriteRaw queues bytes outside FPDU framing (MPA Request/Reply).
 func (q *QP) WriteRaw(b []byte) {
@@ -163,6 +170,9 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 	// FPDU of that size is already one large buffer for the kernel.
 	q.runs = mss%4 == 0 && mss <= maxRunSegment && mss == SocketMSS(q.fd)
 	q.full = true
+	if q.stream != nil {
+		q.startStream()
+	}
 }
 
 // maxRunSegment is the largest segment size (jumbo frames and below, a
@@ -395,6 +405,9 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 // as one large buffer (GSO) instead of one packet per FPDU, which over a
 // real MTU made every FPDU cost a trip through both stacks.
 func (q *QP) Flush() error {
+	if q.streaming() {
+		return q.flushToStream()
+	}
 	if len(q.holes) > 0 {
 		return q.flushGather()
 	}
@@ -583,6 +596,9 @@ func (q *QP) Fill() (int, error) {
 		return 0, ErrClosed
 	}
 	q.drained = false
+	if q.streaming() {
+		return q.fillStream()
+	}
 	if q.direct.active || q.startDirect() {
 		return q.fillDirect()
 	}

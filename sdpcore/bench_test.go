@@ -81,6 +81,11 @@ func benchSDP(b *testing.B, size int, cfg Config) {
 // way and returns both ends' counters (the sender's first).
 func benchOneWay(b *testing.B, cfg Config, size int, sendFlags SendFlags, chunk int, recvFlags RecvFlags) (tx, rx Stats) {
 	a, p := connPair(b, cfg)
+	return benchOneWayOn(b, a, p, size, sendFlags, chunk, recvFlags)
+}
+
+// benchOneWayOn is benchOneWay over a pair made already (a active, p passive).
+func benchOneWayOn(b *testing.B, a, p *Conn, size int, sendFlags SendFlags, chunk int, recvFlags RecvFlags) (tx, rx Stats) {
 	buf := make([]byte, size)
 	done := make(chan error, 1)
 	until := time.Now().Add(5 * time.Minute)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 	"libsdp/internal/testnet"
+	"libsdp/iwarp"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection: the connecting
@@ -43,6 +44,13 @@ func connPair(t testing.TB, cfg Config) (*Conn, *Conn) {
 // connPairOn is connPair over a given connection (cfd connected, afd accepted).
 func connPairOn(t testing.TB, cfg Config, cfd, afd int) (*Conn, *Conn) {
 	t.Helper()
+	return connPairStream(t, cfg, cfd, afd, nil, nil)
+}
+
+// connPairStream is connPairOn with each side's messages over a stream
+// (nil: over the socket).
+func connPairStream(t testing.TB, cfg Config, cfd, afd int, as, ps iwarp.ByteStream) (*Conn, *Conn) {
+	t.Helper()
 	cfg.Sanitize()
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
 		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80, FlowControl: cfg.FlowControl}
@@ -50,9 +58,9 @@ func connPairOn(t testing.TB, cfg Config, cfd, afd int) (*Conn, *Conn) {
 	n, err := unix.Write(afd, req)
 	require.NoError(t, err)
 	require.Equal(t, len(req), n)
-	p, err := NewPassive(afd, cfg, req)
+	p, err := NewPassiveStream(afd, cfg, req, ps)
 	require.NoError(t, err)
-	a := NewActive(cfd, cfg, time.Now())
+	a := NewActiveStream(cfd, cfg, time.Now(), as)
 	closeAtCleanup(t, a, p)
 	return a, p
 }
@@ -182,6 +190,12 @@ func exchange(t *testing.T, cfg Config, size int, seed int64) (Stats, Stats) {
 func exchangeWith(t *testing.T, cfg Config, size int, seed int64,
 	send func(*testing.T, *Conn, []byte, *rand.Rand, time.Time) error) (Stats, Stats) {
 	a, p := connPair(t, cfg)
+	return exchangeOn(t, a, p, size, seed, send)
+}
+
+// exchangeOn is exchangeWith between a and p, the active and the passive end.
+func exchangeOn(t *testing.T, a, p *Conn, size int, seed int64,
+	send func(*testing.T, *Conn, []byte, *rand.Rand, time.Time) error) (Stats, Stats) {
 	until := time.Now().Add(120 * time.Second)
 	rng := rand.New(rand.NewSource(seed))
 	dataA, dataP := make([]byte, size), make([]byte, size)

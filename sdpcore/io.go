@@ -388,7 +388,7 @@ func (c *Conn) Background(limit time.Duration) {
 		}
 		ev := int16(unix.POLLIN)
 		if c.tr.TxPending() > 0 {
-			ev |= unix.POLLOUT
+			ev |= c.roomEvent()
 		}
 		fd := c.tr.Fd()
 		c.mu.Unlock()
@@ -654,13 +654,13 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 	}
 	if want&EvOut != 0 && ready&EvOut == 0 {
 		if c.tr.TxPending() >= c.txBacklog() {
-			wait |= EvOut
+			wait |= c.roomEvent()
 		} else {
 			wait |= EvIn // handshake or credits: both arrive as input
 		}
 	}
 	if c.tr.TxPending() > 0 {
-		wait |= EvOut // queued bytes must not wait for the next call
+		wait |= c.roomEvent() // queued bytes must not wait for the next call
 	}
 	if (c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply {
 		deadline = c.deadline
@@ -894,7 +894,7 @@ func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
 		}
 		var ev int16 = unix.POLLIN
 		if c.tr.TxPending() > 0 {
-			ev |= unix.POLLOUT
+			ev |= c.roomEvent()
 		}
 		c.releaseQueue()
 		c.mu.Unlock()

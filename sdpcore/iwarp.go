@@ -15,13 +15,25 @@ import (
 // NewActive starts the connecting side on a socket whose TCP connection to
 // the SDP port is established.
 func NewActive(fd int, cfg Config, now time.Time) *Conn {
+	return NewActiveStream(fd, cfg, now, nil)
+}
+
+// NewActiveStream is NewActive with the messages over s (samehost.go);
+// nil: over the socket.
+func NewActiveStream(fd int, cfg Config, now time.Time, s iwarp.ByteStream) *Conn {
 	cfg.Sanitize()
-	return newActive(newQPTransport(fd, &cfg), cfg, now)
+	return newActive(newQPTransport(fd, &cfg, s), cfg, now)
 }
 
 // NewPassive starts the accepting side of a connection whose MPA Request
 // (with our Hello) has already been written to the socket.
 func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
+	return NewPassiveStream(fd, cfg, request, nil)
+}
+
+// NewPassiveStream is NewPassive with the messages over s (samehost.go);
+// nil: over the socket.
+func NewPassiveStream(fd int, cfg Config, request []byte, s iwarp.ByteStream) (*Conn, error) {
 	cfg.Sanitize()
 	req, n, err := iwarp.ParseMPAFrame(request, false)
 	if err != nil || n != len(request) {
@@ -31,7 +43,7 @@ func NewPassive(fd int, cfg Config, request []byte) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newPassive(newQPTransport(fd, &cfg), cfg, h, SetupMsg{Markers: req.Markers, CRC: req.CRC})
+	return newPassive(newQPTransport(fd, &cfg, s), cfg, h, SetupMsg{Markers: req.Markers, CRC: req.CRC})
 }
 
 // AppendRequest appends the MPA Request with our Hello that the accepting
@@ -53,8 +65,11 @@ type qpTransport iwarp.QP
 
 var _ Transport = (*qpTransport)(nil)
 
-func newQPTransport(fd int, cfg *Config) *qpTransport {
+func newQPTransport(fd int, cfg *Config, s iwarp.ByteStream) *qpTransport {
 	q := iwarp.NewQP(fd)
+	if s != nil {
+		q.UseStream(s)
+	}
 	// Alignment (RFC 5044 §5) lets a receiving NIC find FPDUs in every
 	// segment; within the host no NIC sees them, and on loopback it costs a
 	// buffer per FPDU through both TCP stacks: half the bulk bandwidth of
@@ -64,6 +79,16 @@ func newQPTransport(fd int, cfg *Config) *qpTransport {
 }
 
 func (t *qpTransport) qp() *iwarp.QP { return (*iwarp.QP)(t) }
+
+// RoomEvent is the socket event that says queued bytes may go again: the
+// socket's room, or, over a stream in shared memory, the doorbell the
+// peer rings on the socket when it frees ring space.
+func (t *qpTransport) RoomEvent() Events {
+	if t.qp().Stream() != nil && t.qp().Full() {
+		return EvIn
+	}
+	return EvOut
+}
 
 // Setup: MPA Request and Reply.
 

@@ -44,7 +44,7 @@ func (c *Conn) progressLoop() {
 			wait = fullWait
 		}
 		if c.tr.TxPending() > 0 {
-			ev |= unix.POLLOUT
+			ev |= c.roomEvent()
 		}
 		if c.corked || (((c.phase() == stAwaitRequest && !c.patient) || c.phase() == stAwaitReply) && time.Until(c.deadline) < wait) {
 			wait = fullWait // a cork or a handshake deadline runs out on its own

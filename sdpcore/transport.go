@@ -163,6 +163,18 @@ type MemoryRegions interface {
 	DirectPlaced() uint64
 }
 
+// roomEventer is a Transport whose room to send is not the socket's
+// (RoomEvent in iwarp.go).
+type roomEventer interface{ RoomEvent() Events }
+
+// roomEvent is the socket event to wait for while bytes are queued.
+func (c *Conn) roomEvent() Events {
+	if r, ok := c.tr.(roomEventer); ok {
+		return r.RoomEvent()
+	}
+	return EvOut
+}
+
 // ErrIncomplete reports that what is asked for (a setup message, a
 // segment) has not arrived whole yet: read more and retry.
 var ErrIncomplete = errors.New("sdp: transport: incomplete")

@@ -1,0 +1,115 @@
+package iwarp
+
+import (
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// ByteStream carries a QP's FPDUs instead of its socket: shared memory
+// between two processes on one host (package shm). The MPA exchange still
+// crosses the socket; from Full Operation on, both directions use the
+// stream, whose Read and Write never block.
+type ByteStream interface {
+	// Read takes what has arrived into b: unix.EAGAIN when nothing has,
+	// io.EOF at the peer's end of stream, or the stream's error.
+	Read(b []byte) (int, error)
+	// Write takes what it can of b: unix.EAGAIN when it took nothing.
+	Write(b []byte) (int, error)
+	// SetFd follows the QP to another descriptor of its socket.
+	SetFd(fd int)
+}
+
+// UseStream makes the QP carry its FPDUs over s from StartFullOperation
+// on. What was queued before (the MPA Reply) still goes to the socket,
+// and what the socket holds after the peer's MPA frame is not the QP's.
+func (q *QP) UseStream(s ByteStream) { q.stream = s }
+
+// Stream returns the stream UseStream gave, or nil.
+func (q *QP) Stream() ByteStream { return q.stream }
+
+// streaming reports whether FPDUs travel over the stream now.
+func (q *QP) streaming() bool { return q.stream != nil && q.full }
+
+// startStream is StartFullOperation's part for a stream: the octets
+// queued so far go to the socket, and the socket's unread octets (the
+// peer's doorbells, if any) are the stream's business.
+func (q *QP) startStream() {
+	q.rawEnd = len(q.txbuf)
+	q.rxr = q.rxw
+	q.idle()
+	q.runs = false
+	q.direct.off = true
+}
+
+// fillStream is Fill over the stream.
+func (q *QP) fillStream() (int, error) {
+	q.ensureRoom(q.minRead())
+	room := q.cur.buf[q.rxw:]
+	n, err := q.stream.Read(room)
+	switch {
+	case n > 0:
+		q.rxw += n
+		switch {
+		case n == len(room):
+			q.bulk = true // the stream may hold more than there was room for
+		case n < rxSmallChunk/4:
+			q.bulk = false
+		}
+		// Only a read that found the stream empty told the peer to ring:
+		// a caller must not wait on the socket before one.
+		q.drained = false
+		return n, nil
+	case err == unix.EAGAIN:
+		q.drained = true
+		q.empty++
+		q.idle()
+		return 0, err
+	case err == io.EOF:
+		q.eof = true
+		q.idle()
+		return 0, ErrClosed
+	case err == nil:
+		return 0, unix.EAGAIN
+	}
+	return 0, err
+}
+
+// flushToStream is Flush over the stream: the octets queued before Full
+// Operation to the socket, the rest (holes filled: the stream copies
+// anyway) to the stream.
+func (q *QP) flushToStream() error {
+	for q.txoff < q.rawEnd {
+		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:q.rawEnd], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			q.txoff += n
+		}
+		if err != nil {
+			q.dropSentEnds()
+			return err
+		}
+	}
+	for _, h := range q.holes {
+		if h.end() > q.txoff {
+			copy(q.txbuf[h.start:h.end()], h.src)
+			q.holeCopied += uint64(len(h.src))
+		}
+	}
+	clear(q.holes)
+	q.holes = q.holes[:0]
+	for q.txoff < len(q.txbuf) {
+		n, err := q.stream.Write(q.txbuf[q.txoff:])
+		q.txoff += n
+		if err != nil {
+			q.dropSentEnds()
+			q.retireResponses()
+			return err
+		}
+	}
+	q.txDone()
+	q.rawEnd = 0
+	return nil
+}

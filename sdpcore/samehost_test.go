@@ -1,0 +1,220 @@
+package sdpcore
+
+import (
+	"io"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"libsdp/shm"
+)
+
+// shmRing is the ring size of the tests' regions: small, so that full
+// rings and wraps happen often.
+const shmRing = 64 << 10
+
+// shmPair is connPair with the messages over a shared-memory stream: the
+// accepting side makes the region, the connecting side maps it (in one
+// process here; the rendezvous that passes it between processes is
+// shm's). It returns the streams too, and the sockets (connecting first).
+func shmPair(t testing.TB, cfg Config) (a, p *Conn, as, ps *shm.Stream, cfd, afd int) {
+	t.Helper()
+	cfd, afd = tcpPair(t)
+	r, err := shm.Create(shmRing)
+	require.NoError(t, err)
+	peer, err := shm.Open(r.Fd(), shmRing)
+	require.NoError(t, err)
+	require.NoError(t, r.CloseFd())
+	// Registered before the connections' cleanup, so run after it: a
+	// region must outlive every use of its rings.
+	t.Cleanup(func() { r.Close(); peer.Close() })
+	ps, err = shm.NewStream(r, true, afd)
+	require.NoError(t, err)
+	as, err = shm.NewStream(peer, false, cfd)
+	require.NoError(t, err)
+	a, p = connPairStream(t, cfg, cfd, afd, as, ps)
+	return a, p, as, ps, cfd, afd
+}
+
+// kernelBytes is what the kernel carried over the socket, both ways.
+func kernelBytes(t testing.TB, fd int) uint64 {
+	info, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	require.NoError(t, err)
+	return info.Bytes_acked + info.Bytes_received
+}
+
+// TestSharedMemoryModes: every flow control, buffering and progress mode
+// moves its bytes both ways over the shared-memory stream, with zero copy
+// where the sizes call for it; the TCP socket carries only the setup
+// exchange, the doorbells and the ends.
+func TestSharedMemoryModes(t *testing.T) {
+	const size = 4 << 20
+	for i, m := range allModes() {
+		if m.markers || m.crc {
+			continue // framing options: over shared memory they change nothing
+		}
+		t.Run(m.String(), func(t *testing.T) {
+			a, p, as, ps, cfd, _ := shmPair(t, m.config())
+			sa, sp := exchangeOn(t, a, p, size, int64(200+i), sendMixed)
+			for _, s := range []Stats{sa, sp} {
+				require.EqualValues(t, size, s.PayloadRx)
+				require.EqualValues(t, size, s.PayloadTx)
+			}
+			k := kernelBytes(t, cfd)
+			require.Less(t, k, uint64(size/16), "the kernel carried %d bytes: the payload went through it", k)
+			t.Logf("kernel bytes %d; doorbells rung %d+%d, heard %d+%d; empty reads %d+%d",
+				k, as.BellsRung, ps.BellsRung, as.BellsHeard, ps.BellsHeard, as.Empty, ps.Empty)
+		})
+	}
+}
+
+// TestSharedMemoryMarkersCRC: markers and CRC, if both ends ask for them,
+// frame the stream as they frame TCP.
+func TestSharedMemoryMarkersCRC(t *testing.T) {
+	cfg := testConfig()
+	cfg.Markers, cfg.CRC = true, true
+	a, p, _, _, _, _ := shmPair(t, cfg)
+	sa, _ := exchangeOn(t, a, p, 1<<20, 7, sendMixed)
+	require.NotZero(t, sa.Rx.Markers)
+	require.True(t, sa.CRC)
+}
+
+// TestSharedMemoryPeerGone: a peer that closes its socket without a word
+// (a process killed) ends the connection as TCP's reset or end would;
+// what it published before is delivered first.
+func TestSharedMemoryPeerGone(t *testing.T) {
+	a, p, _, _, _, afd := shmPair(t, testConfig())
+	oneWay(t, p, a, 1000)
+	_, err := p.Send([][]byte{[]byte("last words")}, time.Now())
+	require.NoError(t, err)
+	nul, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Dup3(nul, afd, unix.O_CLOEXEC)) // the passive end's socket closes
+	require.NoError(t, unix.Close(nul))
+	until := time.Now().Add(10 * time.Second)
+	got, err := recvAll(t, a, 0, rand.New(rand.NewSource(1)), until)
+	require.Equal(t, "last words", string(got))
+	if err != nil {
+		require.ErrorIs(t, err, unix.ECONNRESET)
+	}
+}
+
+// BenchmarkSharedMemory: one-way throughput and ping-pong over the
+// shared-memory stream beside plain TCP, in one run:
+//
+//	go test -run '^$' -bench BenchmarkSharedMemory ./sdpcore
+func BenchmarkSharedMemory(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Markers, cfg.CRC = false, false
+	for _, size := range []int{64, 4 << 10, 64 << 10, 1 << 20} {
+		b.Run("shm/"+sizeName(size), func(b *testing.B) {
+			a, p, _, _, _, _ := shmPair(b, cfg)
+			benchOneWayOn(b, a, p, size, 0, 256<<10, 0)
+		})
+		b.Run("tcp/"+sizeName(size), func(b *testing.B) { benchTCP(b, size) })
+	}
+	for _, size := range []int{1, 64} {
+		b.Run("pingpong-shm/"+sizeName(size), func(b *testing.B) {
+			a, p, _, _, _, _ := shmPair(b, cfg)
+			benchPingPong(b, a, p, size)
+		})
+		b.Run("pingpong-sdp/"+sizeName(size), func(b *testing.B) {
+			a, p := connPair(b, DefaultConfig())
+			benchPingPong(b, a, p, size)
+		})
+		b.Run("pingpong-tcp/"+sizeName(size), func(b *testing.B) { benchPingPongTCP(b, size) })
+	}
+}
+
+// benchPingPong: b.N round trips of size bytes, a echoing what p sends,
+// each side waiting (bounded) as a blocking call does.
+func benchPingPong(b *testing.B, a, p *Conn, size int) {
+	until := time.Now().Add(5 * time.Minute)
+	msg := make([]byte, size)
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, size)
+		for i := 0; i < b.N; i++ {
+			if err := recvCount(b, a, buf, size, until); err != nil {
+				done <- err
+				return
+			}
+			if err := sendBytes(b, a, buf, 0, until); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	buf := make([]byte, size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := sendBytes(b, p, msg, 0, until); err != nil {
+			b.Fatal(err)
+		}
+		if err := recvCount(b, p, buf, size, until); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// benchPingPongTCP is benchPingPong over plain TCP with blocking calls.
+func benchPingPongTCP(b *testing.B, size int) {
+	cfd, afd := tcpPair(b)
+	for _, fd := range []int{cfd, afd} {
+		require.NoError(b, unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1))
+	}
+	done := make(chan error, 1)
+	full := func(fd int, buf []byte) error {
+		for got := 0; got < len(buf); {
+			n, err := unix.Read(fd, buf[got:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			got += n
+		}
+		return nil
+	}
+	go func() {
+		buf := make([]byte, size)
+		for i := 0; i < b.N; i++ {
+			if err := full(afd, buf); err != nil {
+				done <- err
+				return
+			}
+			if _, err := unix.Write(afd, buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	msg, buf := make([]byte, size), make([]byte, size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := unix.Write(cfd, msg); err != nil {
+			b.Fatal(err)
+		}
+		if err := full(cfd, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+}
