@@ -38,6 +38,9 @@ func (q *QP) startStream() {
 	q.rawEnd = len(q.txbuf)
 	q.rxr = q.rxw
 	q.idle()
+	// The socket may be drained, not the stream: a caller must read the
+	// stream (which tells the peer to ring) before it waits.
+	q.drained = false
 	q.runs = false
 	q.direct.off = true
 }

@@ -111,8 +111,11 @@ func BenchmarkSharedMemory(b *testing.B) {
 	cfg.Markers, cfg.CRC = false, false
 	for _, size := range []int{64, 4 << 10, 64 << 10, 1 << 20} {
 		b.Run("shm/"+sizeName(size), func(b *testing.B) {
-			a, p, _, _, _, _ := shmPair(b, cfg)
-			benchOneWayOn(b, a, p, size, 0, 256<<10, 0)
+			a, p, as, ps, _, _ := shmPair(b, cfg)
+			tx, rx := benchOneWayOn(b, a, p, size, 0, 256<<10, 0)
+			b.ReportMetric(float64(as.BellsRung+ps.BellsRung)/float64(b.N), "bells/op")
+			b.ReportMetric(float64(tx.MsgsTx)/float64(b.N), "msgs/op")
+			b.ReportMetric(float64(rx.MsgsTx)/float64(b.N), "back/op")
 		})
 		b.Run("tcp/"+sizeName(size), func(b *testing.B) { benchTCP(b, size) })
 	}

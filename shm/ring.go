@@ -15,7 +15,7 @@ import (
 //	offHead   producer: bytes of records published (grows, never wraps)
 //	offTail   consumer: bytes of records consumed
 //	offSleep  consumer: 1 while it sleeps or is about to (wake it after a publish)
-//	offWant   producer: 1 while it waits for room (wake it after a release)
+//	offWant   producer: the room it waits for, in ring bytes (wake it once a release leaves that much)
 //
 // A record is an 8-byte header (the payload's length, uint64 little-endian)
 // and the payload, padded to 8 bytes. Records start 8-aligned, so a
@@ -172,11 +172,15 @@ func (p *Producer) Publish() (wake bool) {
 }
 
 // WaitRoom announces that the producer will sleep until the consumer
-// releases room. It reports false when room for need payload bytes came
-// meanwhile (the producer goes on and the flag is cleared); true: sleep
-// until woken, then call Room or Append again.
+// has released room for a record of need payload bytes (at most
+// MaxRecord): the consumer wakes it once, when there is, not at every
+// release (a producer that waited for any room would be woken for every
+// record read, each wake-up a system call at both ends). It reports false
+// when the room came meanwhile (the producer goes on and the announcement
+// is withdrawn); true: sleep until woken, then call Room or Append again.
 func (p *Producer) WaitRoom(need int) (bool, error) {
-	atomic.StoreUint64(p.r.want, 1)
+	need = min(max(need, 0), MaxRecord(len(p.r.data)))
+	atomic.StoreUint64(p.r.want, recordLen(uint64(need)))
 	room, err := p.Room()
 	if err != nil || room >= need {
 		atomic.StoreUint64(p.r.want, 0)
@@ -279,7 +283,17 @@ func (c *Consumer) Release() (wake bool) {
 	}
 	c.rel = c.tail
 	atomic.StoreUint64(c.r.tail, c.tail)
-	return atomic.LoadUint64(c.r.want) != 0 && atomic.CompareAndSwapUint64(c.r.want, 1, 0)
+	// Sequentially consistent store then load, against WaitRoom's store
+	// of what it wants then load of tail. The room counts what the
+	// producer has published since, too: a stale view would only wake it
+	// early, a hostile one only costs this connection its wake-ups. Once
+	// everything is read the room is the whole ring, which any want fits.
+	want := atomic.LoadUint64(c.r.want)
+	if want == 0 {
+		return false
+	}
+	free := uint64(len(c.r.data)) - (atomic.LoadUint64(c.r.head) - c.tail)
+	return free >= want && atomic.CompareAndSwapUint64(c.r.want, want, 0)
 }
 
 // Sleep announces that the consumer will sleep until the producer

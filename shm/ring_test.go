@@ -137,6 +137,18 @@ func TestRingWake(t *testing.T) {
 	wait, err = p.WaitRoom(505)
 	require.NoError(t, err)
 	assert.True(t, wait, "not room enough: wait")
+
+	// A producer that waits for more room than one record frees is woken
+	// once, when enough is free: not at every release.
+	wait, err = p.WaitRoom(1500) // a record of 1,512 bytes; 512 are free
+	require.NoError(t, err)
+	require.True(t, wait)
+	_, err = c.Next(nil)
+	require.NoError(t, err)
+	assert.False(t, c.Release(), "1,024 free: not yet")
+	_, err = c.Next(nil)
+	require.NoError(t, err)
+	assert.True(t, c.Release(), "1,536 free: wake")
 }
 
 // TestRingConcurrent: a producer and a consumer on two goroutines, each

@@ -56,7 +56,10 @@ func (s *Stream) Write(b []byte) (int, error) {
 			if n > 0 {
 				break
 			}
-			wait, err := s.tx.WaitRoom(1)
+			// Woken when half the ring is free (or what b needs, if
+			// less): the peer rings once per half ring read, not once
+			// per record.
+			wait, err := s.tx.WaitRoom(min(len(b), len(s.tx.r.data)/2))
 			if err != nil {
 				return 0, err
 			}
