@@ -1,7 +1,9 @@
 package shm
 
 import (
+	"fmt"
 	"io"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +32,7 @@ type Stream struct {
 	BellsRung  uint64 // doorbells written
 	BellsHeard uint64 // doorbell bytes read
 	Empty      uint64 // reads that found the ring empty
+	Waits      uint64 // writes that found the ring full and wait for room
 }
 
 // NewStream is this side's stream over r (maker: the side that created
@@ -64,6 +67,7 @@ func (s *Stream) Write(b []byte) (int, error) {
 				return 0, err
 			}
 			if wait {
+				s.Waits++
 				return 0, unix.EAGAIN
 			}
 			continue // room came meanwhile
@@ -167,3 +171,12 @@ func (s *Stream) ring() {
 
 // Pending reports whether bytes wait in the ring to be read.
 func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }
+
+// String describes the stream's positions and announcements, for logs
+// and failing tests.
+func (s *Stream) String() string {
+	return fmt.Sprintf("tx head=%d pub=%d tail=%d want=%d; rx tail=%d head=%d left=%d sleep=%d sleeping=%v; bells %d/%d waits %d end=%v",
+		s.tx.head, s.tx.pub, atomic.LoadUint64(s.tx.r.tail), atomic.LoadUint64(s.tx.r.want),
+		s.rx.tail, atomic.LoadUint64(s.rx.r.head), s.rx.left, atomic.LoadUint64(s.rx.r.sleep), s.sleeping,
+		s.BellsRung, s.BellsHeard, s.Waits, s.end)
+}

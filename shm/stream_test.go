@@ -2,6 +2,8 @@ package shm
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"testing"
@@ -173,4 +175,79 @@ func closeFd(t *testing.T, fd int) {
 	require.NoError(t, err)
 	require.NoError(t, unix.Dup3(nul, fd, unix.O_CLOEXEC))
 	require.NoError(t, unix.Close(nul))
+}
+
+// TestStreamConcurrent: a writer and a reader on two goroutines, each
+// waiting on its own socket as a connection does (write, read its ring,
+// write again, then wait), move 8 MiB in random pieces with no wake-up
+// lost: a lost one leaves both waiting, which the bounded wait reports.
+func TestStreamConcurrent(t *testing.T) {
+	a, b, afd, bfd := streams(t, 64<<10)
+	const total = 8 << 20
+	want := make([]byte, total)
+	rand.New(rand.NewSource(3)).Read(want)
+	wait := func(fd int) error {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(pfd, 10000)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return errors.New("no doorbell in 10 s: a wake-up was lost")
+			}
+			return nil
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		rng := rand.New(rand.NewSource(4))
+		scratch := make([]byte, 64)
+		for sent := 0; sent < total; {
+			n := min(total-sent, 1+rng.Intn(200<<10))
+			k, err := a.Write(want[sent : sent+n])
+			sent += k
+			if err == nil {
+				continue
+			}
+			if err != unix.EAGAIN {
+				done <- err
+				return
+			}
+			// As a connection does: read its own ring (which drains
+			// the doorbells), write again, and only then wait.
+			if _, err := a.Read(scratch); err != unix.EAGAIN {
+				done <- fmt.Errorf("read on the writer's side: %v", err)
+				return
+			}
+			k, err = a.Write(want[sent : sent+n-k])
+			sent += k
+			if err == unix.EAGAIN {
+				err = wait(afd)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	rng := rand.New(rand.NewSource(5))
+	got := make([]byte, 0, total)
+	buf := make([]byte, 300<<10)
+	for len(got) < total {
+		n, err := b.Read(buf[:1+rng.Intn(len(buf))])
+		got = append(got, buf[:n]...)
+		if err == unix.EAGAIN {
+			require.NoError(t, wait(bfd), "got %d of %d; writer %v; reader %v", len(got), total, a, b)
+			continue
+		}
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-done)
+	require.True(t, bytes.Equal(want, got))
+	t.Logf("bells rung %d and %d, writer waits %d", a.BellsRung, b.BellsRung, a.Waits)
 }
