@@ -11,3 +11,11 @@ package sdpcore
 //
 // Waiting for room to send is waiting for the socket to become readable:
 // the peer rings when it frees ring space (roomEvent).
+//
+// Known: over rings of 64 KiB (about one FPDU of loopback's segment size)
+// a bulk sender sometimes stalls until a timer ends its wait (one run in
+// three or four of BenchmarkSharedMemory's 64 KiB and 1 MiB sends with its
+// rings made that small, a 60-100 ms stall each); over rings of 1 MiB it
+// was not seen in 15 runs. The data arrives whole either way. Not yet
+// understood: a strace of one stall shows the sending thread busy without
+// a system call while the receiver sleeps.
