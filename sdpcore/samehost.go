@@ -13,9 +13,13 @@ package sdpcore
 // the peer rings when it frees ring space (roomEvent).
 //
 // Known: over rings of 64 KiB (about one FPDU of loopback's segment size)
-// a bulk sender sometimes stalls until a timer ends its wait (one run in
+// a bulk sender and its receiver sometimes both wait 60-100 ms (one run in
 // three or four of BenchmarkSharedMemory's 64 KiB and 1 MiB sends with its
-// rings made that small, a 60-100 ms stall each); over rings of 1 MiB it
-// was not seen in 15 runs. The data arrives whole either way. Not yet
-// understood: a strace of one stall shows the sending thread busy without
-// a system call while the receiver sleeps.
+// rings made that small; not seen in 15 runs with rings of 1 MiB). A
+// snapshot of one such wait: the sender had counted the doorbell it wrote,
+// the receiver's socket still held nothing, and 20 ms later it held the
+// byte. The kernel's delivery of a one-byte segment over loopback was late
+// (deferred network processing waits for a busy CPU), and every full ring
+// is one more doorbell to wait for. The data arrives whole either way. A
+// doorbell that is not a TCP segment (an eventfd passed at the rendezvous,
+// beside the socket in the shim's poll) would not wait for it.
