@@ -19,7 +19,7 @@ package sdpcore
 // snapshot of one such wait: the sender had counted the doorbell it wrote,
 // the receiver's socket still held nothing, and 20 ms later it held the
 // byte. The kernel's delivery of a one-byte segment over loopback was late
-// (deferred network processing waits for a busy CPU), and every full ring
-// is one more doorbell to wait for. The data arrives whole either way. A
+// (most likely its deferred network processing waiting for a CPU; not
+// proved), and every full ring is one more doorbell to wait for. The data arrives whole either way. A
 // doorbell that is not a TCP segment (an eventfd passed at the rendezvous,
 // beside the socket in the shim's poll) would not wait for it.
