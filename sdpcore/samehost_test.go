@@ -1,6 +1,7 @@
 package sdpcore
 
 import (
+	"encoding/binary"
 	"io"
 	"math/rand"
 	"testing"
@@ -224,5 +225,56 @@ func benchPingPongTCP(b *testing.B, size int) {
 	b.StopTimer()
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestSharedMemoryHostilePeer: a peer that scribbles on the ring the
+// connecting side reads (a producer position past the ring, a record
+// longer than what was published) costs that connection only: its reads
+// fail with EIO, and another connection over shared memory is untouched.
+func TestSharedMemoryHostilePeer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		scribble func(ring []byte, head uint64)
+	}{
+		{"head past the ring", func(ring []byte, head uint64) {
+			binary.LittleEndian.PutUint64(ring[64:], head+1<<40)
+		}},
+		{"record past what was published", func(ring []byte, head uint64) {
+			at := shm.ControlSize + int(head%shmRing)
+			binary.LittleEndian.PutUint64(ring[at:], 1<<20)
+			binary.LittleEndian.PutUint64(ring[64:], head+8)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfd, afd := tcpPair(t)
+			r, err := shm.Create(shmRing)
+			require.NoError(t, err)
+			peer, err := shm.Open(r.Fd(), shmRing)
+			require.NoError(t, err)
+			// The hostile view: the same memory, mapped as the peer can.
+			evil, err := unix.Mmap(r.Fd(), 0, 2*shm.RingBytes(shmRing), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			require.NoError(t, err)
+			require.NoError(t, r.CloseFd())
+			t.Cleanup(func() { r.Close(); peer.Close(); _ = unix.Munmap(evil) })
+			ps, err := shm.NewStream(r, true, afd)
+			require.NoError(t, err)
+			as, err := shm.NewStream(peer, false, cfd)
+			require.NoError(t, err)
+			a, p := connPairStream(t, testConfig(), cfd, afd, as, ps)
+			oneWay(t, p, a, 1000)
+			// The connecting side reads the first ring (the maker sends on it).
+			ring := evil[:shm.RingBytes(shmRing)]
+			head := binary.LittleEndian.Uint64(ring[64:])
+			c.scribble(ring, head)
+			_, err = recvWait(t, a, make([]byte, 64), 0, time.Now().Add(10*time.Second))
+			require.ErrorIs(t, err, unix.EIO)
+			require.ErrorIs(t, a.Err(), shm.ErrCorrupt)
+
+			// Another connection over shared memory goes on.
+			a2, p2, _, _, _, _ := shmPair(t, testConfig())
+			oneWay(t, p2, a2, 100000)
+			oneWay(t, a2, p2, 100000)
+		})
 	}
 }
