@@ -625,15 +625,22 @@ func (q *QP) Fill() (int, error) {
 			q.idle()
 			return 0, ErrClosed
 		}
-		q.rxw += n
-		switch {
-		case n == len(room):
-			q.bulk = true // the socket may hold more than there was room for
-		case n < rxSmallChunk/4:
-			q.bulk = false
-		}
+		q.took(n, len(room))
 		q.drained = n < len(room)
 		return n, nil
+	}
+}
+
+// took records a read of n bytes into room bytes of the chunk: a read
+// that filled its room (the socket or stream may hold more) moves to
+// large chunks, a small one back to small ones.
+func (q *QP) took(n, room int) {
+	q.rxw += n
+	switch {
+	case n == room:
+		q.bulk = true
+	case n < rxSmallChunk/4:
+		q.bulk = false
 	}
 }
 
@@ -897,10 +904,11 @@ func (q *QP) sendFlags() uintptr {
 	return unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL | unix.MSG_EOR
 }
 
-// flushStream writes the transmit buffer without record boundaries.
-func (q *QP) flushStream() error {
-	for q.txoff < len(q.txbuf) {
-		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+// writeSocket writes the transmit buffer up to end to the socket as one
+// stream, as much as the socket takes.
+func (q *QP) writeSocket(end int) error {
+	for q.txoff < end {
+		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:end], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 		if err == unix.EINTR {
 			continue
 		}
@@ -908,10 +916,18 @@ func (q *QP) flushStream() error {
 			q.txoff += n
 		}
 		if err != nil {
-			q.dropSentEnds()
-			q.retireResponses()
 			return err
 		}
+	}
+	return nil
+}
+
+// flushStream writes the transmit buffer without record boundaries.
+func (q *QP) flushStream() error {
+	if err := q.writeSocket(len(q.txbuf)); err != nil {
+		q.dropSentEnds()
+		q.retireResponses()
+		return err
 	}
 	q.txDone()
 	return nil

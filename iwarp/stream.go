@@ -52,13 +52,7 @@ func (q *QP) fillStream() (int, error) {
 	n, err := q.stream.Read(room)
 	switch {
 	case n > 0:
-		q.rxw += n
-		switch {
-		case n == len(room):
-			q.bulk = true // the stream may hold more than there was room for
-		case n < rxSmallChunk/4:
-			q.bulk = false
-		}
+		q.took(n, len(room))
 		// Only a read that found the stream empty told the peer to ring:
 		// a caller must not wait on the socket before one.
 		q.drained = false
@@ -82,18 +76,9 @@ func (q *QP) fillStream() (int, error) {
 // Operation to the socket, the rest (holes filled: the stream copies
 // anyway) to the stream.
 func (q *QP) flushToStream() error {
-	for q.txoff < q.rawEnd {
-		n, err := unix.SendmsgN(q.fd, q.txbuf[q.txoff:q.rawEnd], nil, nil, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
-		if err == unix.EINTR {
-			continue
-		}
-		if n > 0 {
-			q.txoff += n
-		}
-		if err != nil {
-			q.dropSentEnds()
-			return err
-		}
+	if err := q.writeSocket(q.rawEnd); err != nil {
+		q.dropSentEnds()
+		return err
 	}
 	for _, h := range q.holes {
 		if h.end() > q.txoff {

@@ -1,7 +1,5 @@
 package shm
 
-import "encoding/binary"
-
 // The rings as a byte stream, for a framing of its own above them (the
 // iWARP framing of SDP's messages): a write is one record of as many bytes
 // as fit, and reads take the payloads in order across record boundaries.
@@ -54,25 +52,16 @@ func (c *Consumer) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// begin starts the next record for Read, checking its header as Next
-// does; a record without payload is passed over at once. It reports
+// begin starts the next record for Read (its header checked as Next
+// checks it); a record without payload is passed over at once. It reports
 // whether there was one.
 func (c *Consumer) begin() (bool, error) {
-	if c.tail == c.head {
-		if err := c.readHead(); err != nil {
-			return false, err
-		}
-		if c.tail == c.head {
-			return false, nil
-		}
+	hdr, err := c.header()
+	if err == ErrEmpty {
+		return false, nil
 	}
-	avail := c.head - c.tail
-	if avail < recHeader || avail%recAlign != 0 {
-		return false, ErrCorrupt
-	}
-	hdr := binary.LittleEndian.Uint64(c.r.data[c.tail&c.r.mask:])
-	if hdr > avail || recordLen(hdr) > avail {
-		return false, ErrCorrupt
+	if err != nil {
+		return false, err
 	}
 	c.at, c.left, c.end = c.tail+recHeader, hdr, c.tail+recordLen(hdr)
 	if hdr == 0 {

@@ -246,25 +246,12 @@ func (c *Consumer) Pending() (bool, error) {
 // record's space stays the consumer's until Release. The payload is copied
 // before anything reads it: the producer cannot change it afterwards.
 func (c *Consumer) Next(dst []byte) ([]byte, error) {
-	if c.tail == c.head {
-		if err := c.readHead(); err != nil {
-			return dst, err
-		}
-		if c.tail == c.head {
-			return dst, ErrEmpty
-		}
-	}
-	avail := c.head - c.tail
-	if avail < recHeader || avail%recAlign != 0 {
-		return dst, ErrCorrupt
-	}
-	at := c.tail & c.r.mask
-	hdr := binary.LittleEndian.Uint64(c.r.data[at:])
-	if hdr > avail || recordLen(hdr) > avail { // hdr > avail first: recordLen must not overflow
-		return dst, ErrCorrupt
+	hdr, err := c.header()
+	if err != nil {
+		return dst, err
 	}
 	n := int(hdr)
-	at = (at + recHeader) & c.r.mask
+	at := (c.tail + recHeader) & c.r.mask
 	first := len(c.r.data) - int(at)
 	if first > n {
 		first = n
@@ -273,6 +260,29 @@ func (c *Consumer) Next(dst []byte) ([]byte, error) {
 	dst = append(dst, c.r.data[:n-first]...)
 	c.tail += recordLen(hdr)
 	return dst, nil
+}
+
+// header returns the payload length of the record at tail, checked
+// against what the producer published: ErrEmpty when there is none,
+// ErrCorrupt when it cannot be a record.
+func (c *Consumer) header() (uint64, error) {
+	if c.tail == c.head {
+		if err := c.readHead(); err != nil {
+			return 0, err
+		}
+		if c.tail == c.head {
+			return 0, ErrEmpty
+		}
+	}
+	avail := c.head - c.tail
+	if avail < recHeader || avail%recAlign != 0 {
+		return 0, ErrCorrupt
+	}
+	hdr := binary.LittleEndian.Uint64(c.r.data[c.tail&c.r.mask:])
+	if hdr > avail || recordLen(hdr) > avail { // hdr > avail first: recordLen must not overflow
+		return 0, ErrCorrupt
+	}
+	return hdr, nil
 }
 
 // Release gives the space of the records read back to the producer. It
