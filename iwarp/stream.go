@@ -42,7 +42,6 @@ func (q *QP) startStream() {
 	// stream (which tells the peer to ring) before it waits.
 	q.drained = false
 	q.runs = false
-	q.direct.off = true
 }
 
 // fillStream is Fill over the stream.
