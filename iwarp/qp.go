@@ -30,9 +30,10 @@ import (
 // A QP is not safe for concurrent use; its owner serialises calls.
 type QP struct {
 	fd      int
-	stream  ByteStream // carries the FPDUs instead of fd (stream.go)
-	rawEnd  int        // txbuf before it still goes to fd (stream.go)
-	noAlign bool       // let the kernel merge FPDUs into segments (faster, unaligned)
+	stream  ByteStream   // carries the FPDUs instead of fd (stream.go)
+	choice  StreamChoice // a stream the peer has yet to take or decline (stream.go)
+	rawEnd  int          // txbuf before it still goes to fd (stream.go)
+	noAlign bool         // let the kernel merge FPDUs into segments (faster, unaligned)
 	tx      *TxFramer
 	rx      *RxDeframer
 	full    bool
@@ -170,8 +171,11 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 	// FPDU of that size is already one large buffer for the kernel.
 	q.runs = mss%4 == 0 && mss <= maxRunSegment && mss == SocketMSS(q.fd)
 	q.full = true
-	if q.stream != nil {
+	switch {
+	case q.stream != nil:
 		q.startStream()
+	case q.choice != nil:
+		q.rawEnd = len(q.txbuf) // FPDUs wait for the peer's choice
 	}
 }
 
@@ -405,6 +409,11 @@ func (q *QP) TxPending() int { return len(q.txbuf) - q.txoff }
 // as one large buffer (GSO) instead of one packet per FPDU, which over a
 // real MTU made every FPDU cost a trip through both stacks.
 func (q *QP) Flush() error {
+	if q.choosing() {
+		if err := q.holdForChoice(); err != nil {
+			return err
+		}
+	}
 	if q.streaming() {
 		return q.flushToStream()
 	}
@@ -596,6 +605,14 @@ func (q *QP) Fill() (int, error) {
 		return 0, ErrClosed
 	}
 	q.drained = false
+	if q.choosing() {
+		if err := q.choose(); err != nil {
+			if err == unix.EAGAIN {
+				q.drained = true
+			}
+			return 0, err
+		}
+	}
 	if q.streaming() {
 		return q.fillStream()
 	}

@@ -25,6 +25,72 @@ type ByteStream interface {
 // and what the socket holds after the peer's MPA frame is not the QP's.
 func (q *QP) UseStream(s ByteStream) { q.stream = s }
 
+// StreamChoice is a stream offered to the peer, which takes it or not
+// after Full Operation has begun: the connecting side offers (its MPA
+// Reply names the stream), the accepting side chooses, and the first
+// octets it sends over the socket afterwards say which.
+type StreamChoice interface {
+	// Choose reports the peer's choice without blocking, from what the
+	// socket fd holds: the stream, nil for the socket itself, unix.EAGAIN
+	// while nothing says yet; any other error fails the QP.
+	Choose(fd int) (ByteStream, error)
+}
+
+// OfferStream makes the QP's FPDUs wait, from StartFullOperation on, for
+// the peer's choice (what was queued before still goes to the socket):
+// Fill and Flush ask c, and the QP carries its FPDUs over the stream c
+// returns, or over the socket as without it. Nothing is sent or read in
+// between, so both ends agree on where every FPDU went.
+func (q *QP) OfferStream(c StreamChoice) { q.choice = c }
+
+// choosing reports whether FPDUs wait for the peer's choice.
+func (q *QP) choosing() bool { return q.choice != nil && q.full }
+
+// Choosing reports whether the peer's choice is still awaited: the
+// socket's next octets bring it, so a sender waits for it to be readable.
+func (q *QP) Choosing() bool { return q.choosing() }
+
+// choose asks the choice once: unix.EAGAIN while the peer has not chosen.
+func (q *QP) choose() error {
+	s, err := q.choice.Choose(q.fd)
+	if err != nil {
+		return err
+	}
+	q.choice = nil
+	if s == nil {
+		q.rawEnd = 0 // over the socket: the held FPDUs follow the Reply
+		return nil
+	}
+	q.stream = s
+	rawEnd := q.rawEnd
+	q.startStream()
+	q.rawEnd = rawEnd // the Reply's end, not the held FPDUs'
+	return nil
+}
+
+// holdForChoice is Flush while the peer chooses: the octets queued before
+// Full Operation go to the socket, the FPDUs wait (unix.EAGAIN).
+func (q *QP) holdForChoice() error {
+	err := q.choose()
+	if err == nil {
+		return nil // chosen: Flush goes on the chosen way
+	}
+	if err != unix.EAGAIN {
+		return err
+	}
+	if err := q.writeSocket(q.rawEnd); err != nil {
+		q.dropSentEnds()
+		return err
+	}
+	q.dropSentEnds()
+	if q.txoff == len(q.txbuf) {
+		q.txDone()
+		q.rawEnd = 0
+		return nil
+	}
+	return unix.EAGAIN
+}
+
 // Stream returns the stream UseStream gave, or nil.
 func (q *QP) Stream() ByteStream { return q.stream }
 

@@ -190,6 +190,10 @@ typedef int64_t (*sdp_recv_cancel_fn)(int fd, const struct iovec *iov, int iovcn
  * 0 when there was no offer (the call ends with its error). */
 typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcnt);
 #define SDP_CAP_WRITE_ZCOPY 0x04
+/* Shared memory between two processes on one host (SDP_SHM): the shim's
+ * Hello carries it when the setting is on; the engine reads the same
+ * setting and takes the connecting side's offer (docs/PROTOCOL.md). */
+#define SDP_CAP_SAME_HOST 0x08
 
 /* The application's SO_SNDBUF and SO_RCVBUF on fd, as it passed them to
  * setsockopt (0: never set): the engine then keeps no more than the kernel

@@ -479,12 +479,19 @@ func logConn(fd int, c *sdpcore.Conn, what string) {
 		return
 	}
 	s := c.Stats()
-	transport := "sdp"
-	if !s.Up {
+	transport := "sdp/iwarp"
+	switch {
+	case !s.Up:
 		transport = "sdp-unestablished"
+	case s.SharedMemory:
+		transport = "sdp/shm"
 	}
-	logf(levelInfo, "fd %d %s transport=%s payload_tx=%d payload_rx=%d fpdus_tx=%d fpdus_rx=%d markers=%v crc=%v flow_control=%s buffering=%s progress=%s",
-		fd, what, transport, s.PayloadTx, s.PayloadRx, s.Tx.FPDUs, s.Rx.FPDUs, s.Markers, s.CRC, s.FlowControl, s.Buffering, s.Progress)
+	note := ""
+	if s.SameHostNote != "" {
+		note = fmt.Sprintf(" shm=%q", s.SameHostNote) // why not, where it was asked for
+	}
+	logf(levelInfo, "fd %d %s transport=%s payload_tx=%d payload_rx=%d fpdus_tx=%d fpdus_rx=%d markers=%v crc=%v flow_control=%s buffering=%s progress=%s%s",
+		fd, what, transport, s.PayloadTx, s.PayloadRx, s.Tx.FPDUs, s.Rx.FPDUs, s.Markers, s.CRC, s.FlowControl, s.Buffering, s.Progress, note)
 }
 
 func onPanic(fd int, r any) int {

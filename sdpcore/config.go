@@ -28,6 +28,7 @@ type Config struct {
 	Buffering        Buffering     // local: copies per byte of a buffer-copy transfer
 	Progress         Progress      // local: who moves data between the application's calls
 	ZCopyThreshold   int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
+	SameHost         bool          // offer and take shared memory with a peer on this host (samehost.go)
 	// SndBuf and RcvBuf are the application's SO_SNDBUF and SO_RCVBUF on
 	// the socket when the connection starts (0: not set; bufsize.go).
 	SndBuf, RcvBuf int

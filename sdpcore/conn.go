@@ -75,6 +75,10 @@ type Stats struct {
 	Rx                     RxStats
 	Markers, CRC, RxMarker bool
 	Up                     bool // Hello/HelloAck done: the Reply sent (connecting side) or received (accepting side)
+	// SharedMemory: the messages go through shared memory (samehost.go);
+	// SameHostNote says why not where it was asked for and not used.
+	SharedMemory bool
+	SameHostNote string
 }
 
 // Conn is one SDP connection over one kernel TCP socket.
@@ -204,7 +208,9 @@ type Conn struct {
 	// so), our SinkAvail, the peer's, whether one of the peer's is out,
 	// the MSeq of our last message with data and of our last RdmaWrCompl,
 	// and a SinkCancelAck waiting for a credit.
-	ownWZ, peerWZ    bool
+	ownWZ, peerWZ bool
+	// ownSH: our Hello asked for shared memory (CapSameHost).
+	ownSH            bool
 	zw               *zwsink
 	zws              *zwsrc
 	sinkOut          bool
@@ -263,6 +269,7 @@ func newPassive(tr Transport, cfg Config, h Hello, sent SetupMsg) (*Conn, error)
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.fc = h.FlowControl // what we asked for, until the HelloAck says
 	c.ownWZ = h.Cap&CapWriteZCopy != 0 && cfg.ZCopyThreshold > 0
+	c.ownSH = h.Cap&CapSameHost != 0 && cfg.SameHost
 	if c.fc.ring() {
 		if err := c.makeRing(); err != nil {
 			return nil, err
@@ -281,6 +288,9 @@ func (c *Conn) Stats() Stats {
 	defer c.mu.Unlock()
 	s := c.stats
 	s.Tx, s.Rx, s.TxRecords = c.tr.WireStats()
+	if sh, ok := c.tr.(sameHoster); ok {
+		s.SharedMemory = sh.SameHost()
+	}
 	return s
 }
 
@@ -638,6 +648,9 @@ func (c *Conn) onRequest(now time.Time) bool {
 			ha.RingSTag, ha.RingSize = uint32(c.ringSTag), uint32(len(c.ring))
 		}
 	}
+	if h.Cap&CapSameHost != 0 {
+		c.offerSameHost(ha)
+	}
 	ack := AppendHelloAck(nil, ha)
 	c.tr.SendSetupReply(SetupMsg{Markers: c.cfg.Markers, CRC: c.cfg.CRC, PrivateData: ack})
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
@@ -694,6 +707,9 @@ func (c *Conn) onReply() bool {
 	req := c.sent
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
 	c.peerWZ = c.ownWZ && h.Cap&CapWriteZCopy != 0
+	if c.ownSH {
+		c.joinSameHost(&h)
+	}
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
 	c.tr.StartMessages(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())

@@ -112,17 +112,28 @@ type HelloAck struct {
 	// FlowControl is the mode both ends use from now on (HAH byte 2).
 	FlowControl FlowControl
 	// RingSTag and RingSize name the connecting side's receive ring in the
-	// rdma and nic modes (HAH bytes 8-15, present only then).
+	// rdma and nic modes (HAH bytes 8-15, present then or with SameHost).
 	RingSTag, RingSize uint32
+	// SameHost names the rendezvous where the accepting side may take
+	// shared memory (HAH bytes 16-31, present when Cap has CapSameHost;
+	// samehost.go).
+	SameHost [16]byte
 }
 
-// hahRingLen is the HAH with the ring fields of the rdma and nic modes.
-const hahRingLen = HAHLen + 8
+// hahRingLen is the HAH with the ring fields of the rdma and nic modes;
+// hahSameHostLen with the rendezvous's name after them.
+const (
+	hahRingLen     = HAHLen + 8
+	hahSameHostLen = hahRingLen + 16
+)
 
 // AppendHelloAck appends the HelloAck message to dst.
 func AppendHelloAck(dst []byte, h *HelloAck) []byte {
 	n := HelloAckLen
-	if h.FlowControl.ring() {
+	switch {
+	case h.Cap&CapSameHost != 0:
+		n = BSDHLen + hahSameHostLen
+	case h.FlowControl.ring():
 		n = BSDHLen + hahRingLen
 	}
 	off := len(dst)
@@ -138,6 +149,9 @@ func AppendHelloAck(dst []byte, h *HelloAck) []byte {
 	if h.FlowControl.ring() {
 		binary.BigEndian.PutUint32(ha[8:], h.RingSTag)
 		binary.BigEndian.PutUint32(ha[12:], h.RingSize)
+	}
+	if h.Cap&CapSameHost != 0 {
+		copy(ha[16:32], h.SameHost[:])
 	}
 	return dst
 }
@@ -167,6 +181,12 @@ func ParseHelloAck(pd []byte) (HelloAck, error) {
 		if err := checkRing(h.RingSize); err != nil {
 			return h, fmt.Errorf("sdp: HelloAck: %w", err)
 		}
+	}
+	if h.Cap&CapSameHost != 0 {
+		if int(BSDH(pd).Len()) < BSDHLen+hahSameHostLen {
+			return h, fmt.Errorf("sdp: HelloAck offers shared memory without naming its rendezvous")
+		}
+		copy(h.SameHost[:], ha[16:32])
 	}
 	if err := checkBuffers(h.Bufs, h.ActRcvSz); err != nil {
 		return h, fmt.Errorf("sdp: HelloAck: %w", err)

@@ -54,6 +54,9 @@ func AppendRequest(dst []byte, cfg Config, h *Hello) []byte {
 	if cfg.ZCopyThreshold > 0 {
 		hc.Cap |= CapWriteZCopy // as the shim's Hello
 	}
+	if cfg.SameHost {
+		hc.Cap |= CapSameHost // as the shim's Hello
+	}
 	pd := AppendHello(nil, &hc)
 	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: pd})
 }
@@ -84,7 +87,7 @@ func (t *qpTransport) qp() *iwarp.QP { return (*iwarp.QP)(t) }
 // socket's room, or, over a stream in shared memory, the doorbell the
 // peer rings on the socket when it frees ring space.
 func (t *qpTransport) RoomEvent() Events {
-	if t.qp().Stream() != nil && t.qp().Full() {
+	if (t.qp().Stream() != nil || t.qp().Choosing()) && t.qp().Full() {
 		return EvIn
 	}
 	return EvOut

@@ -122,5 +122,6 @@ func (c *Config) FromEnv(getenv func(string) string, warn func(error)) []setting
 	c.Buffering = Buffering(read(settings.Buffering))
 	c.Progress = Progress(read(settings.Progress))
 	c.ZCopyThreshold = int(read(settings.ZCopyThreshold))
+	c.SameHost = read(settings.SharedMemory) != 0
 	return vs
 }

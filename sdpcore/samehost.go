@@ -23,3 +23,204 @@ package sdpcore
 // proved), and every full ring is one more doorbell to wait for. The data arrives whole either way. A
 // doorbell that is not a TCP segment (an eventfd passed at the rendezvous,
 // beside the socket in the shim's poll) would not wait for it.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"libsdp/iwarp"
+	"libsdp/shm"
+)
+
+// CapSameHost is the Hello/HelloAck capability bit (the Cap nibble of
+// Hello Header and HelloAck Header byte 1) of shared memory: in a Hello,
+// the accepting side may take it; in a HelloAck, the connecting side
+// offers it, and the HelloAck names the rendezvous (SameHost).
+const CapSameHost = 0x08
+
+// SameHostRing is the data size of each ring of a connection's region:
+// large enough that a bulk sender rarely waits for a doorbell (rings of
+// 64 KiB did, see above); pages cost memory only once written.
+const SameHostRing = 1 << 20
+
+// sameHoster is a Transport that can carry its messages over shared
+// memory (qpTransport).
+type sameHoster interface {
+	// OfferSameHost is the connecting side's offer, made before its setup
+	// reply: a rendezvous whose name the HelloAck carries. Its messages
+	// wait, from StartMessages on, for the accepting side's choice.
+	OfferSameHost() (name [16]byte, err error)
+	// JoinSameHost is the accepting side's choice, made before
+	// StartMessages: it takes the region the offer names, or returns why
+	// not and stays on the socket.
+	JoinSameHost(name [16]byte) error
+	// SameHost reports whether messages go over shared memory now.
+	SameHost() bool
+}
+
+var _ sameHoster = (*qpTransport)(nil)
+
+// offerSameHost adds the offer to the HelloAck of a Hello that asked for
+// it, when this side allows it (Config.SameHost) and can listen.
+func (c *Conn) offerSameHost(ha *HelloAck) {
+	sh, ok := c.tr.(sameHoster)
+	switch {
+	case !c.cfg.SameHost:
+		c.stats.SameHostNote = "off here (SDP_SHM=0)"
+	case !ok:
+		c.stats.SameHostNote = "transport without shared memory"
+	default:
+		name, err := sh.OfferSameHost()
+		if err != nil {
+			c.stats.SameHostNote = err.Error()
+			return
+		}
+		ha.Cap |= CapSameHost
+		ha.SameHost = name
+	}
+}
+
+// joinSameHost takes the offer a HelloAck makes, if it makes one.
+func (c *Conn) joinSameHost(h *HelloAck) {
+	sh, ok := c.tr.(sameHoster)
+	switch {
+	case h.Cap&CapSameHost == 0:
+		c.stats.SameHostNote = "not offered by the peer"
+	case !ok:
+		c.stats.SameHostNote = "transport without shared memory"
+	default:
+		if err := sh.JoinSameHost(h.SameHost); err != nil {
+			c.stats.SameHostNote = err.Error()
+		}
+	}
+}
+
+// The exchange, on the connection's socket, after the HelloAck: the
+// accepting side connects to the rendezvous (which only a process in the
+// same network namespace can), hands over a region it made (a sealed
+// memfd, by SCM_RIGHTS) and rings the doorbell, all before its first FPDU,
+// which then goes into the ring; or it sends that FPDU over the socket.
+// The connecting side holds its FPDUs until the socket's first octet says
+// which: the doorbell's (shm.Bell), or an FPDU's (0). Nothing moves before
+// both know, so the two ends never disagree about where an FPDU went.
+
+func (t *qpTransport) OfferSameHost() ([16]byte, error) {
+	rv, err := shm.Listen()
+	if err != nil {
+		return [16]byte{}, err
+	}
+	rv.Raise(FdFloor)
+	ownFd(rv.Fd(), true)
+	o := &sameHostOffer{rv: rv}
+	// A connection that ends before the peer chooses closes it too.
+	runtime.AddCleanup(t.qp(), func(o *sameHostOffer) { o.close() }, o)
+	t.qp().OfferStream(o)
+	return rv.Name, nil
+}
+
+func (t *qpTransport) JoinSameHost(name [16]byte) error {
+	r, err := shm.Create(SameHostRing)
+	if err != nil {
+		return err
+	}
+	s, err := shm.NewStream(r, true, t.qp().Fd())
+	if err != nil {
+		r.Close()
+		return err
+	}
+	p, err := shm.Dial(shm.Name(name))
+	if err != nil {
+		r.Close()
+		return err
+	}
+	err = p.SendRegion(r)
+	p.Close()
+	r.CloseFd()
+	if err != nil {
+		r.Close()
+		return err
+	}
+	s.Own(r)
+	s.Ring() // the octet that tells the connecting side
+	t.qp().UseStream(s)
+	return nil
+}
+
+func (t *qpTransport) SameHost() bool {
+	return t.qp().Stream() != nil && !t.qp().Choosing()
+}
+
+// sameHostOffer is the connecting side's offer, as the QP's StreamChoice.
+type sameHostOffer struct {
+	mu sync.Mutex // Choose and the cleanup
+	rv *shm.Rendezvous
+}
+
+// Choose reads the accepting side's choice from the socket's first octet.
+func (o *sameHostOffer) Choose(fd int) (iwarp.ByteStream, error) {
+	var b [1]byte
+	n, err := peekOctet(fd, b[:])
+	if err == unix.EAGAIN {
+		return nil, err
+	}
+	defer o.close()
+	if err != nil || n == 0 || b[0] != shm.Bell {
+		return nil, nil // an FPDU, the end or an error: all the socket's
+	}
+	s, err := o.take(fd)
+	if err != nil {
+		return nil, &ProtoError{Err: fmt.Errorf("sdp: the peer took shared memory, but its region: %w", err)}
+	}
+	return s, nil
+}
+
+// take accepts the accepting side at the rendezvous and maps its region:
+// both came before the doorbell octet that says so, so nothing waits.
+func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {
+	o.mu.Lock()
+	rv := o.rv
+	o.mu.Unlock()
+	if rv == nil {
+		return nil, errors.New("rendezvous closed")
+	}
+	p, err := rv.Accept(0)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close()
+	r, err := p.RecvRegion(0, 0)
+	if err != nil {
+		return nil, err
+	}
+	s, err := shm.NewStream(r, false, fd)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	s.Own(r)
+	return s, nil
+}
+
+func (o *sameHostOffer) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rv != nil {
+		ownFd(o.rv.Fd(), false)
+		o.rv.Close()
+		o.rv = nil
+	}
+}
+
+// peekOctet looks at the socket's next octet without taking it.
+func peekOctet(fd int, b []byte) (int, error) {
+	for {
+		n, _, err := unix.Recvfrom(fd, b, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}

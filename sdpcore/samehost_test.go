@@ -278,3 +278,98 @@ func TestSharedMemoryHostilePeer(t *testing.T) {
 		})
 	}
 }
+
+// negotiatedPair is connPair with each side's own configuration: the
+// accepting side's Hello asks for shared memory when pcfg.SameHost (as
+// the shim's does with SDP_SHM=1), and the rest is the engine's.
+func negotiatedPair(t *testing.T, acfg, pcfg Config) (a, p *Conn, cfd int) {
+	t.Helper()
+	cfd, afd := tcpPair(t)
+	acfg.Sanitize()
+	pcfg.Sanitize()
+	h := &Hello{Bufs: uint16(pcfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+		DesRemRcvSz: uint32(pcfg.BufSize), LocalRcvSz: uint32(pcfg.BufSize), LocalPort: 80, FlowControl: pcfg.FlowControl}
+	req := AppendRequest(nil, pcfg, h)
+	n, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	require.Equal(t, len(req), n)
+	p, err = NewPassive(afd, pcfg, req)
+	require.NoError(t, err)
+	a = NewActive(cfd, acfg, time.Now())
+	closeAtCleanup(t, a, p)
+	return a, p, cfd
+}
+
+// TestSameHostNegotiated: the Hello asks, the HelloAck offers a
+// rendezvous, the accepting side takes the region and rings, and both
+// sides then move their messages through shared memory, in every flow
+// control mode; where either side does not want it, both stay on the
+// socket, and the connecting side's held messages follow its Reply there.
+func TestSameHostNegotiated(t *testing.T) {
+	const size = 2 << 20
+	for _, fc := range []FlowControl{FlowCredit, FlowRDMA, FlowNIC, FlowTransport} {
+		for _, c := range []struct {
+			name         string
+			active, pass bool
+			want         bool
+			note         string // the side that did not use it says
+		}{
+			{"both", true, true, true, ""},
+			{"connecting-side-off", false, true, false, "off here"},
+			{"accepting-side-off", true, false, false, "not offered"},
+		} {
+			t.Run(fc.String()+"/"+c.name, func(t *testing.T) {
+				acfg, pcfg := testConfig(), testConfig()
+				acfg.FlowControl, pcfg.FlowControl = fc, fc
+				acfg.SameHost, pcfg.SameHost = c.active, c.pass
+				a, p, cfd := negotiatedPair(t, acfg, pcfg)
+				sa, sp := exchangeOn(t, a, p, size, 31, sendMixed)
+				for _, s := range []Stats{sa, sp} {
+					require.EqualValues(t, size, s.PayloadRx)
+					require.EqualValues(t, size, s.PayloadTx)
+					require.Equal(t, c.want, s.SharedMemory)
+				}
+				k := kernelBytes(t, cfd)
+				if c.want {
+					require.Less(t, k, uint64(size/16), "the kernel carried %d bytes: the payload went through it", k)
+				} else {
+					require.Greater(t, k, uint64(2*size), "the kernel carried only %d bytes", k)
+					notes := sa.SameHostNote + sp.SameHostNote
+					if c.note == "not offered" {
+						// The accepting side did not ask: its Hello had no bit, and
+						// nobody offered.
+						require.Empty(t, notes)
+					} else {
+						require.Contains(t, notes, c.note)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSameHostDeclined: the connecting side offers, and an accepting side
+// that asked but cannot take it (here: its engine does not allow it, as
+// when its rendezvous is in another network namespace) sends its first
+// FPDU over the socket; the connecting side follows.
+func TestSameHostDeclined(t *testing.T) {
+	acfg, pcfg := testConfig(), testConfig()
+	acfg.SameHost, pcfg.SameHost = true, true
+	cfd, afd := tcpPair(t)
+	pcfg.Sanitize()
+	h := &Hello{Bufs: uint16(pcfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+		DesRemRcvSz: uint32(pcfg.BufSize), LocalRcvSz: uint32(pcfg.BufSize), LocalPort: 80}
+	req := AppendRequest(nil, pcfg, h) // asks for shared memory
+	_, err := unix.Write(afd, req)
+	require.NoError(t, err)
+	pcfg.SameHost = false // the accepting engine declines
+	p, err := NewPassive(afd, pcfg, req)
+	require.NoError(t, err)
+	a := NewActive(cfd, acfg, time.Now())
+	closeAtCleanup(t, a, p)
+	sa, sp := exchangeOn(t, a, p, 1<<20, 5, sendMixed)
+	require.False(t, sa.SharedMemory)
+	require.False(t, sp.SharedMemory)
+	require.EqualValues(t, 1<<20, sa.PayloadRx)
+	require.EqualValues(t, 1<<20, sp.PayloadRx)
+}

@@ -76,6 +76,8 @@ int build_request(uint8_t *b, int fd, uint16_t app_port)
 	hh[1] = (v6 ? 6 : 4) << 4;
 	if (zcopy_min() > 0) /* as the engine's Hello: no zero copy, no Write ZCopy */
 		hh[1] |= SDP_CAP_WRITE_ZCOPY; /* sdp_recvv ends a Write ZCopy wait by sdp_recv_cancel */
+	if (cfg.shared_memory) /* the engine, from the same settings, takes an offer */
+		hh[1] |= SDP_CAP_SAME_HOST;
 	hh[3] = 1;
 	hh[14] = hello_flow_control();
 	put32(hh + 4, cfg.buf_size);

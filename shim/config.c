@@ -19,6 +19,7 @@ struct shim_cfg cfg = {
 	.fpdu_align = SET_FPDU_ALIGN_DEFAULT,
 	.flow_control = SET_FLOW_CONTROL_DEFAULT,
 	.zcopy_threshold = SET_ZCOPY_THRESHOLD_DEFAULT,
+	.shared_memory = SET_SHM_DEFAULT,
 	.max_conns = SET_MAX_CONNECTIONS_DEFAULT,
 };
 
@@ -246,6 +247,7 @@ void read_config(void)
 	cfg.fpdu_align = v[SET_FPDU_ALIGN];
 	cfg.flow_control = v[SET_FLOW_CONTROL];
 	cfg.zcopy_threshold = v[SET_ZCOPY_THRESHOLD];
+	cfg.shared_memory = v[SET_SHM];
 	cfg.max_conns = v[SET_MAX_CONNECTIONS];
 	if (cfg.log_level >= 3)
 		log_settings(v);

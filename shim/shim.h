@@ -109,6 +109,7 @@ struct shim_cfg {
 	int fpdu_align;
 	int flow_control; /* asked for in the Hello; its code there */
 	long zcopy_threshold;
+	int shared_memory; /* SDP_SHM: asked for in the Hello */
 	int max_conns;
 };
 extern struct shim_cfg cfg;

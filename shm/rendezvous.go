@@ -103,6 +103,21 @@ func (r *Rendezvous) Accept(timeout time.Duration) (*Peer, error) {
 	}
 }
 
+// Fd is the listening socket (for a host that keeps its descriptors apart).
+func (r *Rendezvous) Fd() int { return r.fd }
+
+// Raise moves the listening socket to the lowest free descriptor at or
+// above floor, away from the numbers an application uses (0: stay).
+func (r *Rendezvous) Raise(floor int) {
+	if floor <= 0 || r.fd >= floor {
+		return
+	}
+	if hi, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, floor); err == nil {
+		unix.Close(r.fd)
+		r.fd = hi
+	}
+}
+
 // Close closes the rendezvous: nobody can reach its name afterwards.
 func (r *Rendezvous) Close() error {
 	if r.fd < 0 {

@@ -3,6 +3,7 @@ package shm
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -44,6 +45,24 @@ func NewStream(r *Region, maker bool, fd int) (*Stream, error) {
 	}
 	return &Stream{fd: fd, tx: tx, rx: rx}, nil
 }
+
+// Own hands r, the region under s, to s: once s is unreachable, r is
+// unmapped (and its memfd closed), with no call that could come too early
+// while a connection's last goroutine still reads it.
+func (s *Stream) Own(r *Region) {
+	runtime.AddCleanup(s, func(r *Region) { _ = r.Close() }, r)
+}
+
+// Bell is the doorbell's octet. It is not 0, which is what the first
+// octet of a connection's first FPDU is (the high octet of a short
+// message's ULPDU_Length, or a marker's reserved half): the side that
+// takes the stream rings at once (Ring), and its peer tells from that one
+// octet whether FPDUs come over the stream or the socket.
+const Bell = 0xdb
+
+// Ring rings the doorbell whatever the peer has said: the first octet of
+// a side that takes the stream.
+func (s *Stream) Ring() { s.ring() }
 
 // SetFd moves the doorbell to another descriptor of the same socket.
 func (s *Stream) SetFd(fd int) { s.fd = fd }
@@ -156,7 +175,7 @@ func (s *Stream) drain() error {
 // ring writes one doorbell byte. A full socket already holds unread
 // ones, and a peer that has gone is learnt from the socket when reading.
 func (s *Stream) ring() {
-	var one [1]byte
+	one := [1]byte{Bell}
 	for {
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), uintptr(unsafe.Pointer(&one[0])), 1,
 			unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, 0, 0)

@@ -36,6 +36,7 @@ type helloCase struct {
 	bufSize int
 	bufs    int
 	zcopy   bool  // SDP_ZCOPY_THRESHOLD above 0: the Write ZCopy capability
+	shm     bool  // SDP_SHM=1: the shared-memory capability
 	ipv     uint8 // 4 or 6
 	// waitLog: the server's log must show this before the server is stopped.
 	waitLog string
@@ -95,6 +96,8 @@ func TestHelloGolden(t *testing.T) {
 		}),
 		with("zcopy", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD=32768"}, true }),
 		with("zcopy-spaces", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD= 65536 "}, true }),
+		with("shm", func(c *helloCase) { c.env, c.shm = []string{"SDP_SHM=1"}, true }),
+		with("shm-off", func(c *helloCase) { c.env, c.shm = []string{"SDP_SHM=off"}, false }),
 		with("no-zcopy", func(c *helloCase) { c.env, c.zcopy = []string{"SDP_ZCOPY_THRESHOLD=0"}, false }),
 		// Not a byte count: both the shim and the engine take the default (zero copy off).
 		with("zcopy-64k", func(c *helloCase) { c.env = []string{"SDP_ZCOPY_THRESHOLD=64k"} }),
@@ -167,9 +170,13 @@ func helloExchange(ctx context.Context, t *testing.T, shim, dir string, hc hello
 	if hc.zcopy {
 		cfg.ZCopyThreshold = 1 // any threshold above 0 offers Write ZCopy
 	}
+	cfg.SameHost = hc.shm
 	want = sdpcore.AppendRequest(nil, cfg, &h)
 	if hc.zcopy {
 		h.Cap |= sdpcore.CapWriteZCopy
+	}
+	if hc.shm {
+		h.Cap |= sdpcore.CapSameHost
 	}
 	return got, want, h
 }

@@ -102,6 +102,8 @@ var (
 		Readers: Engine, Meaning: "whether a goroutine per connection moves data between the program's calls"}
 	ZCopyThreshold = &Setting{Name: "SDP_ZCOPY_THRESHOLD", Kind: Int, Default: "0", Min: 0, Max: math.MaxInt64,
 		Readers: Shim | Engine, Meaning: "bytes from which a blocking call goes by zero copy (shim: which calls wait; engine: which sends); 0: never"}
+	SharedMemory = &Setting{Name: "SDP_SHM", Kind: Bool, Default: "0",
+		Readers: Shim | Engine, Meaning: "between two processes on this host, move SDP's messages through shared memory instead of TCP (shim: asked for in the Hello; engine: offered and taken)"}
 	TrustRemote = &Setting{Name: "SDP_TRUST_REMOTE", Kind: Text, Default: "unset (no other host)",
 		Readers: Shim, Meaning: "other hosts whose SDP ports are trusted (shim/trust.c parses it)"}
 	MaxConnections = &Setting{Name: "SDP_MAX_CONNECTIONS", Kind: Int, Default: "0", Min: 0, Max: 65536,
@@ -123,7 +125,7 @@ var (
 // All is every setting, in the README's order.
 var All = []*Setting{Mode, PortOffset, ConnectTimeout, HandshakeTimeout, LogLevel, LogFile, Stats,
 	Markers, CRC, MarkerSpacing, BufSize, RecvBufs, FPDUAlign, FlowControl, Buffering, Progress,
-	ZCopyThreshold, TrustRemote, MaxConnections, EnginePath, ConfigFile, ConfigFileOFED,
+	ZCopyThreshold, SharedMemory, TrustRemote, MaxConnections, EnginePath, ConfigFile, ConfigFileOFED,
 	SimpleLibSDP, AlwaysUseSDP, TestPanic}
 
 // Lookup returns the setting called name, or nil.
