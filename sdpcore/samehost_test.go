@@ -2,6 +2,7 @@ package sdpcore
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"io"
 	"math/rand"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"libsdp/iwarp"
 	"libsdp/shm"
 )
 
@@ -372,4 +374,86 @@ func TestSameHostDeclined(t *testing.T) {
 	require.False(t, sp.SharedMemory)
 	require.EqualValues(t, 1<<20, sa.PayloadRx)
 	require.EqualValues(t, 1<<20, sp.PayloadRx)
+}
+
+// TestSameHostHostileChoice: an accepting side that rings the doorbell
+// octet (it says it took the shared memory) without handing over a valid
+// region fails that one connection with a clear error; the connecting
+// side never reads the rest of its socket as FPDUs, and another
+// connection over shared memory goes on.
+func TestSameHostHostileChoice(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		give func(t *testing.T, name shm.Name)
+	}{
+		{"no-region", func(*testing.T, shm.Name) {}},
+		{"unsealed-region", func(t *testing.T, name shm.Name) {
+			// A memfd the sender could shrink under the mapping (SIGBUS).
+			fd, err := unix.MemfdCreate("hostile", unix.MFD_CLOEXEC)
+			require.NoError(t, err)
+			defer unix.Close(fd)
+			require.NoError(t, unix.Ftruncate(fd, int64(2*shm.RingBytes(shm.MinData))))
+			s, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			require.NoError(t, err)
+			defer unix.Close(s)
+			require.NoError(t, unix.Connect(s, &unix.SockaddrUnix{Name: "@libsdp-" + hex.EncodeToString(name[:])}))
+			var msg [4]byte
+			binary.LittleEndian.PutUint32(msg[:], shm.MinData)
+			require.NoError(t, unix.Sendmsg(s, msg[:], unix.UnixRights(fd), nil, 0))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.SameHost = true
+			good, goodP, _ := negotiatedPair(t, cfg, cfg)
+
+			cfd, afd := tcpPair(t)
+			cfg.Sanitize()
+			h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
+				DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
+			req := AppendRequest(nil, cfg, h)
+			_, err := unix.Write(afd, req)
+			require.NoError(t, err)
+			a := NewActive(cfd, cfg, time.Now())
+			closeAtCleanup(t, a)
+			until := time.Now().Add(20 * time.Second)
+			done := make(chan error, 1)
+			go func() {
+				_, err := recvAll(t, a, 0, rand.New(rand.NewSource(1)), until)
+				done <- err
+			}()
+			// The raw accepting side reads the Reply and its offer.
+			var reply []byte
+			buf := make([]byte, 512)
+			for i := 0; i < 200 && len(reply) < 20+48; i++ {
+				pfd := []unix.PollFd{{Fd: int32(afd), Events: unix.POLLIN}}
+				_, _ = unix.Poll(pfd, 100)
+				n, err := unix.Read(afd, buf)
+				if err == unix.EAGAIN || err == unix.EINTR {
+					continue
+				}
+				require.NoError(t, err)
+				reply = append(reply, buf[:n]...)
+			}
+			f, _, err := iwarp.ParseMPAFrame(reply, true)
+			require.NoError(t, err)
+			ha, err := ParseHelloAck(f.PrivateData)
+			require.NoError(t, err)
+			require.NotZero(t, ha.Cap&CapSameHost, "the HelloAck offers shared memory")
+			c.give(t, shm.Name(ha.SameHost))
+			_, err = unix.Write(afd, []byte{shm.Bell, 0, 0, 0, 0, 0, 0, 0}) // then bytes that are no FPDU
+			require.NoError(t, err)
+			select {
+			case err := <-done:
+				require.Error(t, err)
+				require.Equal(t, unix.EIO, Errno(err), "%v", err)
+				require.ErrorContains(t, a.Err(), "took shared memory")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the connecting side did not fail")
+			}
+			// The other connection is untouched.
+			sa, sp := exchangeOn(t, good, goodP, 256<<10, 3, sendMixed)
+			require.True(t, sa.SharedMemory && sp.SharedMemory)
+		})
+	}
 }
