@@ -179,8 +179,14 @@ func sdpInfo(c *sdpcore.Conn, state string) *statsfile.SDP {
 			state = "up"
 		}
 	}
+	link := "iwarp"
+	if st.SharedMemory {
+		link = "shm"
+	}
 	s := &statsfile.SDP{
 		State:           state,
+		Link:            link,
+		ShmNote:         st.SameHostNote,
 		FlowControl:     st.FlowControl,
 		Buffering:       st.Buffering,
 		Progress:        st.Progress,

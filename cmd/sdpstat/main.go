@@ -250,7 +250,11 @@ func writeTable(w io.Writer, entries []statsfile.Entry) {
 			if s.SDPPort != 0 {
 				local += " (sdp " + strconv.Itoa(s.SDPPort) + ")"
 			}
-			row := []string{strconv.Itoa(s.FD), dash(s.Kind), dash(s.Transport), dash(s.Reason), local,
+			transport := dash(s.Transport)
+			if s.SDP != nil && s.SDP.Link != "" && s.Transport == "sdp" {
+				transport += "/" + s.SDP.Link // sdp/shm or sdp/iwarp
+			}
+			row := []string{strconv.Itoa(s.FD), dash(s.Kind), transport, dash(s.Reason), local,
 				dash(s.Remote), dash(s.State)}
 			if d := s.SDP; d != nil {
 				row = append(row, d.State, dash(d.FlowControl), dash(d.Buffering), dash(d.Progress),

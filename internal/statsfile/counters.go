@@ -41,6 +41,7 @@ var LineFields = []Field{
 	{Name: "zcopy_write_sends", Meaning: "RDMA Writes made into the peer's offered buffers"},
 	{Name: "zcopy_write_rx", Meaning: "bytes the peer wrote into this end's offered buffers"},
 	{Name: "tx_records", Meaning: "runs of FPDUs handed to the kernel as one record"},
+	{Name: "shm_conns", Meaning: "of sdp_conns, those whose messages went through shared memory (SDP_SHM)"},
 	{Name: "flow_control", Meaning: "the configured flow control mode", Setting: true},
 	{Name: "buffering", Meaning: "the configured buffering", Setting: true},
 	{Name: "progress", Meaning: "the configured progress mode", Setting: true},

@@ -89,6 +89,11 @@ type Socket struct {
 type SDP struct {
 	// State: handshake (Hello/HelloAck not done), up, or closing.
 	State string `json:"state"`
+	// Link is what carries the connection's messages: iwarp (FPDUs over
+	// its TCP socket) or shm (shared memory with a peer on this host);
+	// ShmNote says why not shm where this side allowed it.
+	Link    string `json:"link,omitempty"`
+	ShmNote string `json:"shm_note,omitempty"`
 	// FlowControl is the mode agreed with the peer (credit, rdma, nic,
 	// transport); Buffering (separate, integrated) and Progress (inline,
 	// async) are this end's.
