@@ -267,6 +267,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Equal(t, "established", acc.State)
 	d := acc.SDP
 	assert.Equal(t, "up", d.State)
+	assert.Equal(t, "iwarp", d.Link, "SDP_SHM is off by default")
 	assert.Equal(t, "credit", d.FlowControl, "the default flow control")
 	assert.Equal(t, "integrated", d.Buffering, "the default buffering")
 	assert.Equal(t, "inline", d.Progress, "the default progress")
@@ -311,7 +312,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Contains(t, out, fmt.Sprintf("PID %d  python3", srvPid))
 	assert.Contains(t, out, fmt.Sprintf("%s (sdp %d)", app, sdpPort(port)))
 	assert.Regexp(t, `(?m)^\d+ +listen +tcp\+sdp `, out)
-	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp +- +%s +%s +established +up +credit +integrated +inline +\d+`, app, sdpPeer), out)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp/iwarp +- +%s +%s +established +up +credit +integrated +inline +\d+`, app, sdpPeer), out)
 	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +tcp +tcp +plain-peer +%s +%s `, app, plainPeer), out)
 	assert.NotContains(t, out, fmt.Sprintf("PID %d ", sdpCli.cmd.Process.Pid), "-p shows one process")
 
