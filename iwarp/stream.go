@@ -91,6 +91,23 @@ func (q *QP) holdForChoice() error {
 	return unix.EAGAIN
 }
 
+// Watcher is a stream whose reader may poll for the peer's next bytes
+// instead of sleeping until it rings (shm.Stream.Watch).
+type Watcher interface{ Watch() func() bool }
+
+// Watch returns a check that the stream has bytes the QP has not read,
+// for a caller that polls before it waits, or nil when FPDUs do not
+// travel over a stream that can be watched. The QP reads the stream
+// again before it reports itself drained.
+func (q *QP) Watch() func() bool {
+	w, ok := q.stream.(Watcher)
+	if !ok || !q.streaming() {
+		return nil
+	}
+	q.drained = false
+	return w.Watch()
+}
+
 // Stream returns the stream UseStream gave, or nil.
 func (q *QP) Stream() ByteStream { return q.stream }
 

@@ -191,6 +191,11 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	)
 	switch {
 	case sleep:
+		if block && !woke {
+			// A blocking call's first look: over shared memory, the
+			// peer's answer may come sooner than a sleep and a wake-up.
+			c.Spin(coreCfg.PollSpin)
+		}
 		ready, w, deadline, e, waiter, err = c.PollWait(sdpcore.Events(want), now, woke, block)
 	case woke:
 		c.Woke()

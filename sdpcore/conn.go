@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -79,6 +80,9 @@ type Stats struct {
 	// SameHostNote says why not where it was asked for and not used.
 	SharedMemory bool
 	SameHostNote string
+	// Spins counts the waits that polled shared memory first (Spin),
+	// SpinHits those that found the peer's bytes so.
+	Spins, SpinHits uint64
 }
 
 // Conn is one SDP connection over one kernel TCP socket.
@@ -210,7 +214,9 @@ type Conn struct {
 	// and a SinkCancelAck waiting for a credit.
 	ownWZ, peerWZ bool
 	// ownSH: our Hello asked for shared memory (CapSameHost).
-	ownSH            bool
+	ownSH bool
+	// spins, spinHits: Stats.Spins and SpinHits, counted without the lock.
+	spins, spinHits  atomic.Uint64
 	zw               *zwsink
 	zws              *zwsrc
 	sinkOut          bool
@@ -291,6 +297,7 @@ func (c *Conn) Stats() Stats {
 	if sh, ok := c.tr.(sameHoster); ok {
 		s.SharedMemory = sh.SameHost()
 	}
+	s.Spins, s.SpinHits = c.spins.Load(), c.spinHits.Load()
 	return s
 }
 

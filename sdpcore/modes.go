@@ -123,5 +123,6 @@ func (c *Config) FromEnv(getenv func(string) string, warn func(error)) []setting
 	c.Progress = Progress(read(settings.Progress))
 	c.ZCopyThreshold = int(read(settings.ZCopyThreshold))
 	c.SameHost = read(settings.SharedMemory) != 0
+	c.PollSpin = time.Duration(read(settings.PollUS)) * time.Microsecond
 	return vs
 }

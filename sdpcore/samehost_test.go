@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"io"
 	"math/rand"
+	"runtime"
 	"testing"
 	"time"
 
@@ -456,4 +457,49 @@ func TestSameHostHostileChoice(t *testing.T) {
 			require.True(t, sa.SharedMemory && sp.SharedMemory)
 		})
 	}
+}
+
+// TestSpinNoDoorbell: a reader that polls shared memory before it sleeps
+// (Spin) withdraws its sleep announcement, so the writer's next message
+// reaches it without a doorbell; a reader that does not poll gets one.
+func TestSpinNoDoorbell(t *testing.T) {
+	a, p, as, _, _, _ := shmPair(t, testConfig())
+	oneWay(t, a, p, 1000)
+	oneWay(t, p, a, 1000)
+	buf := make([]byte, 100)
+	// p's reads find the ring empty: its stream announces that it sleeps.
+	_, err := p.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+	rung := as.BellsRung
+	_, err = a.Send([][]byte{[]byte("rung")}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, rung+1, as.BellsRung, "a sleeping reader is rung")
+	k, err := p.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "rung", string(buf[:k]))
+	_, err = p.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+
+	spins := p.Stats().Spins
+	done := make(chan bool, 1)
+	go func() { done <- p.Spin(20 * time.Second) }()
+	for i := 0; i < 1_000_000 && p.Stats().Spins == spins; i++ {
+		runtime.Gosched() // until p polls
+	}
+	require.Equal(t, spins+1, p.Stats().Spins, "p did not start polling")
+	rung = as.BellsRung
+	_, err = a.Send([][]byte{[]byte("polled")}, time.Now())
+	require.NoError(t, err)
+	require.True(t, <-done, "the poll saw the message")
+	require.Equal(t, rung, as.BellsRung, "no doorbell for a polling reader")
+	k, err = p.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "polled", string(buf[:k]))
+	require.EqualValues(t, 1, p.Stats().SpinHits)
+
+	// Over TCP there is nothing to poll.
+	ta, tp := connPair(t, testConfig())
+	oneWay(t, ta, tp, 100)
+	require.False(t, tp.Spin(time.Second))
+	require.Zero(t, tp.Stats().Spins)
 }

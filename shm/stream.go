@@ -188,6 +188,21 @@ func (s *Stream) ring() {
 	}
 }
 
+// Watch is for a reader that polls before it sleeps: it withdraws this
+// side's sleep announcement, so that the peer does not ring while the
+// reader polls, and returns a check that the peer has published beyond
+// what this side has seen. The check reads only the shared position, so
+// it may run while another goroutine owns the stream; the reader reads
+// (Read) before it sleeps, which announces sleep again.
+func (s *Stream) Watch() func() bool {
+	if s.sleeping {
+		s.rx.Awake()
+		s.sleeping = false
+	}
+	seen, head := s.rx.head, s.rx.r.head
+	return func() bool { return atomic.LoadUint64(head) != seen }
+}
+
 // Pending reports whether bytes wait in the ring to be read.
 func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }
 
