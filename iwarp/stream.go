@@ -50,6 +50,37 @@ func (q *QP) choosing() bool { return q.choice != nil && q.full }
 // socket's next octets bring it, so a sender waits for it to be readable.
 func (q *QP) Choosing() bool { return q.choosing() }
 
+// Decline withdraws an offer the peer has not answered yet: the held
+// FPDUs go over the socket after all. For a side that must send now (an
+// abortive close): a peer that sees them after its MPA frame does not take
+// the stream, and one that took it already reads them where it expects
+// doorbells, which fails that connection (shm.Stream's drain).
+func (q *QP) Decline() {
+	if q.choice == nil {
+		return
+	}
+	q.choice = nil
+	q.rawEnd = 0
+}
+
+// Quiet reports whether nothing follows the peer's MPA frame yet: no
+// octet read past it and none waiting in the socket. A side that takes a
+// stream offer checks it first: octets there are FPDUs the peer sent over
+// the socket, having declined its own offer.
+func (q *QP) Quiet() bool {
+	if q.rxw > q.rxr {
+		return false
+	}
+	var b [1]byte
+	for {
+		_, _, err := unix.Recvfrom(q.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == unix.EAGAIN
+	}
+}
+
 // choose asks the choice once: unix.EAGAIN while the peer has not chosen.
 func (q *QP) choose() error {
 	s, err := q.choice.Choose(q.fd)

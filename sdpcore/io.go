@@ -852,6 +852,7 @@ func (c *Conn) peerQuiet() bool {
 
 // abort sends AbortConn (best effort) and fails the connection.
 func (c *Conn) abort() {
+	c.declineSameHost() // what was sent goes before the reset, as over TCP
 	if c.phase() == stEstablished && c.credits() >= 1 {
 		c.sendControl(MIDAbortConn)
 		_ = c.flush()

@@ -58,7 +58,11 @@ type sameHoster interface {
 	// JoinSameHost is the accepting side's choice, made before
 	// StartMessages: it takes the region the offer names, or returns why
 	// not and stays on the socket.
-	JoinSameHost(name [16]byte) error
+	JoinSameHost(name [16]byte, ring int) error
+	// DeclineSameHost withdraws the connecting side's offer, for a side
+	// that must send at once (an abortive close): its held messages go
+	// over the socket.
+	DeclineSameHost()
 	// SameHost reports whether messages go over shared memory now.
 	SameHost() bool
 }
@@ -85,6 +89,26 @@ func (c *Conn) offerSameHost(ha *HelloAck) {
 	}
 }
 
+// sameHostRing is the data size of each ring of a region this side makes:
+// SameHostRing, or less where the application set smaller socket buffers
+// (bufsize.go), which TCP would hold to.
+func (c *Conn) sameHostRing() int {
+	ring := SameHostRing
+	for _, l := range []int{c.sndLimit, c.rcvLimit} {
+		for l > 0 && ring > shm.MinData && ring > l {
+			ring /= 2
+		}
+	}
+	return ring
+}
+
+// declineSameHost withdraws an unanswered offer (abort).
+func (c *Conn) declineSameHost() {
+	if sh, ok := c.tr.(sameHoster); ok {
+		sh.DeclineSameHost()
+	}
+}
+
 // joinSameHost takes the offer a HelloAck makes, if it makes one.
 func (c *Conn) joinSameHost(h *HelloAck) {
 	sh, ok := c.tr.(sameHoster)
@@ -94,7 +118,7 @@ func (c *Conn) joinSameHost(h *HelloAck) {
 	case !ok:
 		c.stats.SameHostNote = "transport without shared memory"
 	default:
-		if err := sh.JoinSameHost(h.SameHost); err != nil {
+		if err := sh.JoinSameHost(h.SameHost, c.sameHostRing()); err != nil {
 			c.stats.SameHostNote = err.Error()
 		}
 	}
@@ -123,8 +147,13 @@ func (t *qpTransport) OfferSameHost() ([16]byte, error) {
 	return rv.Name, nil
 }
 
-func (t *qpTransport) JoinSameHost(name [16]byte) error {
-	r, err := shm.Create(SameHostRing)
+func (t *qpTransport) DeclineSameHost() { t.qp().Decline() }
+
+func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
+	if !t.qp().Quiet() {
+		return errors.New("the peer sent over TCP after its Reply (it withdrew its offer)")
+	}
+	r, err := shm.Create(ring)
 	if err != nil {
 		return err
 	}

@@ -330,7 +330,7 @@ func TestSameHostNegotiated(t *testing.T) {
 				for _, s := range []Stats{sa, sp} {
 					require.EqualValues(t, size, s.PayloadRx)
 					require.EqualValues(t, size, s.PayloadTx)
-					require.Equal(t, c.want, s.SharedMemory)
+					require.Equal(t, c.want, s.SharedMemory, "note: %q", s.SameHostNote)
 				}
 				k := kernelBytes(t, cfd)
 				if c.want {
@@ -502,4 +502,30 @@ func TestSpinNoDoorbell(t *testing.T) {
 	oneWay(t, ta, tp, 100)
 	require.False(t, tp.Spin(time.Second))
 	require.Zero(t, tp.Stats().Spins)
+}
+
+// TestSameHostAbortBeforeChoice: a connecting side that resets the
+// connection (SO_LINGER 0) before the accepting side has chosen sends
+// what it held over TCP first, as TCP would have delivered it; the
+// accepting side, finding FPDUs after the Reply, stays on TCP and reads
+// them before the reset.
+func TestSameHostAbortBeforeChoice(t *testing.T) {
+	cfg := testConfig()
+	cfg.SameHost = true
+	a, p, cfd := negotiatedPair(t, cfg, cfg)
+	_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
+	require.NoError(t, err)
+	require.True(t, a.Stats().Up, "the connecting side has replied")
+	a.Abort(time.Now())
+	require.NoError(t, unix.SetsockoptLinger(cfd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}))
+	nul, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Dup3(nul, cfd, unix.O_CLOEXEC)) // the reset
+	require.NoError(t, unix.Close(nul))
+	got, err := recvAll(t, p, 0, rand.New(rand.NewSource(1)), time.Now().Add(10*time.Second))
+	require.Equal(t, "hello", string(got))
+	require.ErrorIs(t, err, unix.ECONNRESET)
+	s := p.Stats()
+	require.False(t, s.SharedMemory)
+	require.Contains(t, s.SameHostNote, "withdrew")
 }

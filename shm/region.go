@@ -38,7 +38,7 @@ func Create(data int) (*Region, error) {
 	if err := validData(data); err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("libsdp-shm", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("sdp-ring", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, fmt.Errorf("shm: memfd_create: %w", err)
 	}

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
@@ -45,6 +46,9 @@ func NewStream(r *Region, maker bool, fd int) (*Stream, error) {
 	}
 	return &Stream{fd: fd, tx: tx, rx: rx}, nil
 }
+
+// ErrForeign: the socket carried octets that are not doorbells.
+var ErrForeign = errors.New("shm: the peer wrote other octets than doorbells on the socket")
 
 // Own hands r, the region under s, to s: once s is unreachable, r is
 // unmapped (and its memfd closed), with no call that could come too early
@@ -166,6 +170,13 @@ func (s *Stream) drain() error {
 			return io.EOF
 		}
 		s.BellsHeard += uint64(r)
+		for _, b := range buf[:r] {
+			if b != Bell {
+				// The peer wrote something else on the socket: it
+				// withdrew its offer while this side took it.
+				return ErrForeign
+			}
+		}
 		if int(r) < len(buf) {
 			return nil
 		}
