@@ -78,6 +78,11 @@ func (c *Conn) offerSameHost(ha *HelloAck) {
 		c.stats.SameHostNote = "off here (SDP_SHM=0)"
 	case !ok:
 		c.stats.SameHostNote = "transport without shared memory"
+	case c.fc.ring():
+		// The rdma and nic modes are RDMA Writes into a receive ring,
+		// which the peer's SO_RCVBUF does not bound once the stream
+		// under them is a ring of its own: kept on iWARP.
+		c.stats.SameHostNote = "not with " + c.fc.String() + " flow control"
 	default:
 		name, err := sh.OfferSameHost()
 		if err != nil {
