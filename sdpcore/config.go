@@ -1,6 +1,17 @@
 package sdpcore
 
-import "time"
+import (
+	"time"
+
+	"libsdp/internal/settings"
+)
+
+// defaultCode is a setting's default as the engine reads it from an
+// environment that does not set it: the table is the one definition.
+func defaultCode(s *settings.Setting) int64 {
+	n, _ := s.Get(func(string) string { return "" })
+	return n
+}
 
 // Limits on the receive buffers a peer may announce and we may configure.
 const (
@@ -60,6 +71,8 @@ func DefaultConfig() Config {
 		Buffering:        DefaultBuffering,
 		Progress:         DefaultProgress,
 		ZCopyThreshold:   DefaultZCopyThreshold,
+		SameHost:         defaultCode(settings.SharedMemory) != 0,
+		PollSpin:         time.Duration(defaultCode(settings.PollUS)) * time.Microsecond,
 	}
 }
 

@@ -30,6 +30,9 @@ const testZCopyThreshold = 32 << 10
 func testConfig() Config {
 	c := DefaultConfig()
 	c.ZCopyThreshold = testZCopyThreshold
+	// The package's tests are iWARP's over TCP; shared memory has its own
+	// (samehost_test.go), which set SameHost where they want it.
+	c.SameHost = false
 	return c
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"libsdp/internal/settings"
 	"libsdp/iwarp"
 	"libsdp/sdpcore"
 )
@@ -69,7 +70,7 @@ except KeyboardInterrupt:
 func TestHelloGolden(t *testing.T) {
 	shim, ctx := setup(t)
 	def := helloCase{markers: true, crc: true, fc: sdpcore.DefaultFlowControl, bufSize: 64 << 10, bufs: 16,
-		listen: "127.0.0.1", dial: "127.0.0.1", ipv: 4}
+		listen: "127.0.0.1", dial: "127.0.0.1", ipv: 4, shm: settings.SharedMemory.Default == "1"}
 	with := func(name string, f func(c *helloCase)) helloCase {
 		c := def
 		c.name = name
