@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"libsdp/internal/settings"
 	"libsdp/internal/statsfile"
 )
 
@@ -267,7 +268,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Equal(t, "established", acc.State)
 	d := acc.SDP
 	assert.Equal(t, "up", d.State)
-	assert.Equal(t, "iwarp", d.Link, "SDP_SHM is off by default")
+	assert.Equal(t, defaultLink(), d.Link, "both ends on this host, SDP_SHM's default")
 	assert.Equal(t, "credit", d.FlowControl, "the default flow control")
 	assert.Equal(t, "integrated", d.Buffering, "the default buffering")
 	assert.Equal(t, "inline", d.Progress, "the default progress")
@@ -312,7 +313,7 @@ func TestSdpstat(t *testing.T) {
 	assert.Contains(t, out, fmt.Sprintf("PID %d  python3", srvPid))
 	assert.Contains(t, out, fmt.Sprintf("%s (sdp %d)", app, sdpPort(port)))
 	assert.Regexp(t, `(?m)^\d+ +listen +tcp\+sdp `, out)
-	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp/iwarp +- +%s +%s +established +up +credit +integrated +inline +\d+`, app, sdpPeer), out)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +sdp +sdp/%s +- +%s +%s +established +up +credit +integrated +inline +\d+`, defaultLink(), app, sdpPeer), out)
 	assert.Regexp(t, fmt.Sprintf(`(?m)^\d+ +tcp +tcp +plain-peer +%s +%s `, app, plainPeer), out)
 	assert.NotContains(t, out, fmt.Sprintf("PID %d ", sdpCli.cmd.Process.Pid), "-p shows one process")
 
@@ -394,4 +395,13 @@ func TestSdpstatStaleFile(t *testing.T) {
 	assert.NotContains(t, procs, dead)
 	_, err = os.Lstat(filepath.Join(dir, statsfile.FileName(dead)))
 	assert.ErrorIs(t, err, os.ErrNotExist, "sdpstat removes the file of a process that is gone")
+}
+
+// defaultLink is what carries a connection between two preloaded processes
+// on this host by default: shared memory when SDP_SHM's default is on.
+func defaultLink() string {
+	if settings.SharedMemory.Default == "1" {
+		return "shm"
+	}
+	return "iwarp"
 }
