@@ -40,13 +40,13 @@ func TestCorruption(t *testing.T) {
 
 func runCorruption(t *testing.T, kind damage, conns int) (injected, detected int) {
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
+	srv := start(t, "sink", sdpEnv(dir, "server", overWire), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	const size = 1 << 20
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), kind, 16<<10, 900<<10, uint64(kind)+1)
 	off := ((rl.port()-p)%64512 + 64512) % 64512
-	cli := start(t, "send", sdpEnv(dir, "client", "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
+	cli := start(t, "send", sdpEnv(dir, "client", overWire, "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
 		"send", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(size), strconv.Itoa(conns), "1000")
 	require.True(t, cli.wait(2*time.Minute), "the sender did not finish within 2 minutes:\n%s", cli.output())
 	require.NoError(t, cli.err)

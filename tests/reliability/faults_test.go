@@ -57,12 +57,12 @@ func TestPeerKilled(t *testing.T) {
 func TestResetMidTransfer(t *testing.T) {
 	const conns = 5
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
+	srv := start(t, "sink", sdpEnv(dir, "server", overWire), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), damageReset, 256<<10, 2<<20, 99)
 	off := ((rl.port()-p)%64512 + 64512) % 64512
-	cli := start(t, "send", sdpEnv(dir, "client", "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
+	cli := start(t, "send", sdpEnv(dir, "client", overWire, "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
 		"send", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(4<<20), strconv.Itoa(conns), "9")
 	require.True(t, cli.wait(time.Minute), "the sender finished")
 	dones := srv.waitLines(doneRe, conns, 10*time.Second)
@@ -237,12 +237,12 @@ func TestPacketLoss(t *testing.T) {
 // as TCP waits for a late server (docs/PROTOCOL.md §2): both streams arrive whole over SDP.
 func TestLateMPARequest(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
+	srv := start(t, "sink", sdpEnv(dir, "server", overWire), relprog, "sink", freePort(t))
 	p := srv.port(t)
 	waitListening(t, sdpPort(p, 20000), 10*time.Second)
 	rl := newRelay(t, fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000)), delayRequest, 1, 2, 5)
 	off := ((rl.port()-p)%64512 + 64512) % 64512
-	cli := start(t, "send", sdpEnv(dir, "client", "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
+	cli := start(t, "send", sdpEnv(dir, "client", overWire, "SDP_PORT_OFFSET="+strconv.Itoa(off)), relprog,
 		"send", "127.0.0.1", strconv.Itoa(p), strconv.Itoa(1<<20), "2", "21")
 	require.True(t, cli.wait(time.Minute), "the sender finished")
 	for _, s := range cli.matching(sentRe) {

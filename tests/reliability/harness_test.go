@@ -69,6 +69,11 @@ func cleanEnv() []string {
 }
 
 // sdpEnv is the environment of a preloaded process logging to dir/name.<pid>.log, plus extra.
+// overWire keeps a connection's bytes on its TCP socket, for the tests whose
+// relay stands for the network between two hosts (damage, resets, delays):
+// between two processes of this host, shared memory would carry them past it.
+const overWire = "SDP_SHM=0"
+
 func sdpEnv(dir, name string, extra ...string) []string {
 	return append(append(cleanEnv(), "LD_PRELOAD="+shim, "SDP_STATS=1", "SDP_LOG_LEVEL=info",
 		"SDP_LOG_FILE="+filepath.Join(dir, name+".%p.log")), extra...)
