@@ -55,6 +55,7 @@ func connPairOn(t testing.TB, cfg Config, cfd, afd int) (*Conn, *Conn) {
 func connPairStream(t testing.TB, cfg Config, cfd, afd int, as, ps iwarp.ByteStream) (*Conn, *Conn) {
 	t.Helper()
 	cfg.Sanitize()
+	cfg.SameHost = false // the pair's transport is the caller's choice (as, ps), not negotiated
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
 		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80, FlowControl: cfg.FlowControl}
 	req := AppendRequest(nil, cfg, h)
