@@ -62,7 +62,7 @@ enum setting_id {
 #define SET_ZCOPY_THRESHOLD_DEFAULT 0L
 #define SET_ZCOPY_THRESHOLD_MIN 0L
 #define SET_ZCOPY_THRESHOLD_MAX LONG_MAX
-#define SET_SHM_DEFAULT 0L
+#define SET_SHM_DEFAULT 1L
 #define SET_MAX_CONNECTIONS_DEFAULT 0L
 #define SET_MAX_CONNECTIONS_MIN 0L
 #define SET_MAX_CONNECTIONS_MAX 65536L
@@ -124,7 +124,7 @@ static const struct setting settings[SET_COUNT] = {
 		{ 0 }, 0, "a decimal integer >= 0", "0" },
 	[SET_SHM] = { "SDP_SHM", SETTING_BOOL, READ_SHIM | READ_ENGINE,
 		SET_SHM_DEFAULT, 0L, 0L, 0L,
-		{ 0 }, 0, "0 or 1", "0" },
+		{ 0 }, 0, "0 or 1", "1" },
 	[SET_TRUST_REMOTE] = { "SDP_TRUST_REMOTE", SETTING_TEXT, READ_SHIM,
 		0, 0L, 0L, 0L,
 		{ 0 }, 0, "text", "unset (no other host)" },

@@ -102,7 +102,7 @@ var (
 		Readers: Engine, Meaning: "whether a goroutine per connection moves data between the program's calls"}
 	ZCopyThreshold = &Setting{Name: "SDP_ZCOPY_THRESHOLD", Kind: Int, Default: "0", Min: 0, Max: math.MaxInt64,
 		Readers: Shim | Engine, Meaning: "bytes from which a blocking call goes by zero copy (shim: which calls wait; engine: which sends); 0: never"}
-	SharedMemory = &Setting{Name: "SDP_SHM", Kind: Bool, Default: "0",
+	SharedMemory = &Setting{Name: "SDP_SHM", Kind: Bool, Default: "1",
 		Readers: Shim | Engine, Meaning: "between two processes on this host, move SDP's messages through shared memory instead of TCP (shim: asked for in the Hello; engine: offered and taken)"}
 	PollUS = &Setting{Name: "SDP_POLL_US", Kind: Int, Default: "50", Min: 0, Max: 1000000,
 		Readers: Engine, Meaning: "microseconds a blocking call on a shared-memory connection polls the ring before it sleeps; 0: never polls"}
