@@ -8,12 +8,12 @@
 #   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes.
 # Each case runs TOOLS_RUNS times (default 2), TCP and libsdp alternating; one line per run
 # with the ratio libsdp/TCP (for latency, TCP's latency over libsdp's: above 1 is better).
-# libsdp runs as configured by default (sdp) and with shared memory between the two ends
-# (shm: SDP_SHM=1, which only two processes of one network namespace take; over veth it is
-# iWARP again).
+# libsdp runs over iWARP (iwarp: SDP_SHM=0) and with shared memory between the two ends
+# (shm: SDP_SHM=1, the default, which only two processes of one network namespace take; over
+# veth it is iWARP again).
 #
 #   bash scripts/bench-tools.sh      (sockperf and NPtcp: bash scripts/install-bench-deps.sh)
-#   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4   TOOLS_CFGS="sdp shm"
+#   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4   TOOLS_CFGS="iwarp shm"
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -23,7 +23,7 @@ require_build
 require_cmd ip iperf3 sockperf NPtcp timeout awk
 nets=${TOOLS_NETS:-lo veth}
 runs=${TOOLS_RUNS:-2}
-cfgs=${TOOLS_CFGS:-sdp shm}
+cfgs=${TOOLS_CFGS:-iwarp shm}
 secs=${TOOLS_SECONDS:-4}
 tmp=$(mktemp -d)
 veth_names sdptools 233
@@ -45,7 +45,7 @@ place() {
 
 # envof CFG: the environment of both ends (none for plain TCP).
 envof() {
-	[[ $1 == sdp ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE"
+	[[ $1 == iwarp ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=0"
 	[[ $1 == shm ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=1"
 	return 0
 }
@@ -141,10 +141,10 @@ for net in $nets; do
 			np "$net" "$cfg" "$(port_for "$net")"
 		done
 		for c in $cfgs; do
-			printf '%-4s %-3s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$c" "$r" \
+			printf '%-4s %-5s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$c" "$r" \
 				"${v[$c.iperf]}" "${v[tcp.iperf]}" "$(ratio "${v[$c.iperf]}" "${v[tcp.iperf]}")" \
 				"${v[$c.iperf16]}" "${v[tcp.iperf16]}" "$(ratio "${v[$c.iperf16]}" "${v[tcp.iperf16]}")"
-			printf '%-4s %-3s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
+			printf '%-4s %-5s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
 				"$net" "$c" "$r" "${v[$c.tp64]}" "${v[tcp.tp64]}" "$(ratio "${v[$c.tp64]}" "${v[tcp.tp64]}")" \
 				"${v[$c.tp1k]}" "${v[tcp.tp1k]}" "$(ratio "${v[$c.tp1k]}" "${v[tcp.tp1k]}")" \
 				"${v[$c.pp64]}" "${v[tcp.pp64]}" "$(ratio "${v[tcp.pp64]}" "${v[$c.pp64]}")"
@@ -152,12 +152,12 @@ for net in $nets; do
 				paste "$tmp/np.tcp" "$tmp/np.$c" | awk -v net="$net" -v c="$c" -v r="$r" '
 					$2 > 0 { q[++n] = $5 / $2 }
 					END {
-						if (!n) { printf "%-4s %-3s run %d  NPtcp: no sizes\n", net, c, r; exit }
+						if (!n) { printf "%-4s %-5s run %d  NPtcp: no sizes\n", net, c, r; exit }
 						for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
-						printf "%-4s %-3s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f\n", net, c, r, n, q[1], q[int((n + 1) / 2)]
+						printf "%-4s %-5s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f\n", net, c, r, n, q[1], q[int((n + 1) / 2)]
 					}'
 			else
-				printf '%-4s %-3s run %d  NPtcp: no output\n' "$net" "$c" "$r"
+				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
 			fi
 		done
 		unset v
