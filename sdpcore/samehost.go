@@ -139,6 +139,11 @@ func (c *Conn) joinSameHost(h *HelloAck) {
 // both know, so the two ends never disagree about where an FPDU went.
 
 func (t *qpTransport) OfferSameHost() ([16]byte, error) {
+	// A peer at another address cannot take it, and the offer would
+	// hold this side's first messages for the answer.
+	if !iwarp.SameHost(t.qp().Fd()) {
+		return [16]byte{}, errors.New("the peer is not on this host")
+	}
 	rv, err := shm.Listen()
 	if err != nil {
 		return [16]byte{}, err
