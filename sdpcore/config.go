@@ -6,13 +6,6 @@ import (
 	"libsdp/internal/settings"
 )
 
-// defaultCode is a setting's default as the engine reads it from an
-// environment that does not set it: the table is the one definition.
-func defaultCode(s *settings.Setting) int64 {
-	n, _ := s.Get(func(string) string { return "" })
-	return n
-}
-
 // Limits on the receive buffers a peer may announce and we may configure.
 const (
 	maxRecvBufSz = 1 << 20
@@ -71,8 +64,8 @@ func DefaultConfig() Config {
 		Buffering:        DefaultBuffering,
 		Progress:         DefaultProgress,
 		ZCopyThreshold:   DefaultZCopyThreshold,
-		SameHost:         defaultCode(settings.SharedMemory) != 0,
-		PollSpin:         time.Duration(defaultCode(settings.PollUS)) * time.Microsecond,
+		SameHost:         settings.SharedMemory.Def() != 0,
+		PollSpin:         time.Duration(settings.PollUS.Def()) * time.Microsecond,
 	}
 }
 

@@ -28,6 +28,8 @@ func TestDefaultsAreTheTable(t *testing.T) {
 	assert.EqualValues(t, def(settings.Buffering), d.Buffering)
 	assert.EqualValues(t, def(settings.Progress), d.Progress)
 	assert.EqualValues(t, def(settings.ZCopyThreshold), d.ZCopyThreshold)
+	assert.Equal(t, def(settings.SharedMemory) == 1, d.SameHost)
+	assert.Equal(t, time.Duration(def(settings.PollUS))*time.Microsecond, d.PollSpin)
 	assert.EqualValues(t, settings.BufSize.Max, maxRecvBufSz)
 	assert.EqualValues(t, settings.BufSize.Min, minRecvBufSz)
 	assert.EqualValues(t, settings.RecvBufs.Min, minRecvBufs)
@@ -55,6 +57,6 @@ func TestFromEnv(t *testing.T) {
 	if assert.Len(t, warned, 1) {
 		assert.EqualError(t, warned[0], `SDP_ZCOPY_THRESHOLD="64k" is not a decimal integer >= 0; using 0`)
 	}
-	assert.Equal(t, "SDP_HANDSHAKE_TIMEOUT=10000 SDP_FLOW_CONTROL=nic SDP_BUFFERING=integrated SDP_PROGRESS=async SDP_ZCOPY_THRESHOLD=0",
+	assert.Equal(t, "SDP_HANDSHAKE_TIMEOUT=10000 SDP_FLOW_CONTROL=nic SDP_BUFFERING=integrated SDP_PROGRESS=async SDP_ZCOPY_THRESHOLD=0 SDP_SHM=1 SDP_POLL_US=50",
 		settings.Line(vs))
 }
