@@ -119,10 +119,11 @@ val() {
 	v=$(stat_get "$1" "$2")
 	echo "${v:-n/a}"
 }
-for k in sdp_conns tcp_conns fpdus_tx fpdus_rx markers_tx markers_rx crc_bytes_rx crc_errors \
+for k in sdp_conns shm_conns tcp_conns fpdus_tx fpdus_rx markers_tx markers_rx crc_bytes_rx crc_errors \
 	payload_tx payload_rx; do
 	case $k in
 	sdp_conns) label="connections over SDP" ;;
+	shm_conns) label="of them, through shared memory (same host)" ;;
 	tcp_conns) label="connections that fell back to TCP" ;;
 	fpdus_tx) label="MPA FPDUs sent" ;;
 	fpdus_rx) label="MPA FPDUs received" ;;

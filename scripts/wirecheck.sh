@@ -175,7 +175,7 @@ run_case() {
 	# 2. preloaded server and client
 	# SDP_FPDU_ALIGN=on: this capture is on loopback, where FPDUs are not aligned by default, and
 	# tshark's MPA dissector follows markers only in aligned segments.
-	local -a sdpenv=(LD_PRELOAD="$LIBSDP_SO" SDP_STATS=1 SDP_LOG_LEVEL=info SDP_FPDU_ALIGN=on "$@")
+	local -a sdpenv=(LD_PRELOAD="$LIBSDP_SO" SDP_STATS=1 SDP_LOG_LEVEL=info SDP_FPDU_ALIGN=on SDP_SHM=0 "$@")
 	start_bg "$dir/server.out" "${sdpenv[@]}" SDP_LOG_FILE="$dir/server.%p.log" \
 		"$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp/www" "$port"
 	local srv_pid=$BG_PID
