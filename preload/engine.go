@@ -89,7 +89,9 @@ type totals struct {
 	zcopyTx, zcopyRx               uint64
 	zcopySinkAvails, zcopyWrSends  uint64
 	zcopyWriteRx, txRecords        uint64
-	shmConns                       uint64
+	shmConns, shmBellsRung         uint64
+	shmBellsHeard, shmPolls        uint64
+	shmPollHits                    uint64
 	protoErrors, panics, fallbacks uint64
 }
 
@@ -251,6 +253,10 @@ func addStats(t *totals, c *sdpcore.Conn) {
 	if s.Up && s.SharedMemory {
 		t.shmConns++
 	}
+	t.shmBellsRung += s.BellsRung
+	t.shmBellsHeard += s.BellsHeard
+	t.shmPolls += s.Spins
+	t.shmPollHits += s.SpinHits
 }
 
 // result turns an sdpcore outcome into the ABI's integer.
@@ -551,11 +557,11 @@ func statsLine() string {
 		addStats(&t, c)
 	}
 	mu.RUnlock()
-	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d direct_placed_rx=%d zcopy_read_sends=%d zcopy_cancels=%d zcopy_tx=%d zcopy_rx=%d zcopy_sink_avails=%d zcopy_write_sends=%d zcopy_write_rx=%d tx_records=%d shm_conns=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
+	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d direct_placed_rx=%d zcopy_read_sends=%d zcopy_cancels=%d zcopy_tx=%d zcopy_rx=%d zcopy_sink_avails=%d zcopy_write_sends=%d zcopy_write_rx=%d tx_records=%d shm_conns=%d shm_bells_rung=%d shm_bells_heard=%d shm_polls=%d shm_poll_hits=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
 		t.sdpConns, t.fpdusTx, t.fpdusRx, t.markersTx, t.markersRx, t.crcBytesRx, t.crcErrors,
 		t.payloadTx, t.payloadRx, t.wireTx, t.wireRx, t.creditUpdates, t.creditStalls,
 		t.userCopiesTx, t.userCopiesRx, t.bcopySends, t.coalescedSends, t.ringAcks,
 		t.directPlacedRx, t.zcopySends, t.zcopyCancels, t.zcopyTx, t.zcopyRx,
-		t.zcopySinkAvails, t.zcopyWrSends, t.zcopyWriteRx, t.txRecords, t.shmConns,
+		t.zcopySinkAvails, t.zcopyWrSends, t.zcopyWriteRx, t.txRecords, t.shmConns, t.shmBellsRung, t.shmBellsHeard, t.shmPolls, t.shmPollHits,
 		coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress, fallbacks.Load(), panics.Load())
 }

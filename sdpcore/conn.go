@@ -83,6 +83,9 @@ type Stats struct {
 	// Spins counts the waits that polled shared memory first (Spin),
 	// SpinHits those that found the peer's bytes so.
 	Spins, SpinHits uint64
+	// BellsRung and BellsHeard count the doorbell octets this side wrote
+	// and read over shared memory.
+	BellsRung, BellsHeard uint64
 }
 
 // Conn is one SDP connection over one kernel TCP socket.
@@ -296,6 +299,7 @@ func (c *Conn) Stats() Stats {
 	s.Tx, s.Rx, s.TxRecords = c.tr.WireStats()
 	if sh, ok := c.tr.(sameHoster); ok {
 		s.SharedMemory = sh.SameHost()
+		s.BellsRung, s.BellsHeard = sh.Bells()
 	}
 	s.Spins, s.SpinHits = c.spins.Load(), c.spinHits.Load()
 	return s

@@ -65,6 +65,8 @@ type sameHoster interface {
 	DeclineSameHost()
 	// SameHost reports whether messages go over shared memory now.
 	SameHost() bool
+	// Bells counts the doorbells written and read over shared memory.
+	Bells() (rung, heard uint64)
 }
 
 var _ sameHoster = (*qpTransport)(nil)
@@ -223,6 +225,13 @@ func (c *Conn) Spin(d time.Duration) bool {
 			return false
 		}
 	}
+}
+
+func (t *qpTransport) Bells() (rung, heard uint64) {
+	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+		return s.BellsRung, s.BellsHeard
+	}
+	return 0, 0
 }
 
 func (t *qpTransport) SameHost() bool {
