@@ -15,6 +15,7 @@ func FuzzHelloAck(f *testing.F) {
 	f.Add(AppendHelloAck(nil, &HelloAck{Bufs: 16, IPVersion: 4, ActRcvSz: 65536}))
 	f.Add(AppendHelloAck(nil, &HelloAck{Bufs: 16, IPVersion: 6, ActRcvSz: 65536, FlowControl: FlowNIC, RingSTag: 0x102, RingSize: 1 << 20}))
 	f.Add(AppendHelloAck(nil, &HelloAck{Bufs: 4, IPVersion: 4, ActRcvSz: 1040, FlowControl: FlowTransport}))
+	f.Add(AppendHelloAck(nil, &HelloAck{Bufs: 16, IPVersion: 4, ActRcvSz: 65536, Cap: CapSameHost, SameHost: [16]byte{1, 2, 3}}))
 	f.Fuzz(func(t *testing.T, pd []byte) {
 		h, err := ParseHelloAck(pd)
 		if err != nil {
