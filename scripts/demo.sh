@@ -123,7 +123,7 @@ for k in sdp_conns shm_conns tcp_conns fpdus_tx fpdus_rx markers_tx markers_rx c
 	payload_tx payload_rx; do
 	case $k in
 	sdp_conns) label="connections over SDP" ;;
-	shm_conns) label="of them, through shared memory (same host)" ;;
+	shm_conns) label="of them, over shared memory" ;;
 	tcp_conns) label="connections that fell back to TCP" ;;
 	fpdus_tx) label="MPA FPDUs sent" ;;
 	fpdus_rx) label="MPA FPDUs received" ;;
@@ -159,7 +159,9 @@ fi
 echo
 echo "Throughput (curl's average download speed)"
 rate() { awk -v s="$1" 'BEGIN { printf "%.1f MB/s", s / 1e6 }'; }
-printf '  %-34s %s\n' "SDP (software iWARP over TCP)" "$(rate "$sdp_speed")" \
+sdp_label="SDP (software iWARP over TCP)"
+[[ $(val "$cstats" shm_conns) =~ ^[1-9] ]] && sdp_label="SDP (shared memory, same host)"
+printf '  %-34s %s\n' "$sdp_label" "$(rate "$sdp_speed")" \
 	"plain kernel TCP" "$(rate "$tcp_speed")"
 ratio=$(awk -v a="$sdp_speed" -v b="$tcp_speed" \
 	'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
