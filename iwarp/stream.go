@@ -56,7 +56,11 @@ func (q *QP) Choosing() bool { return q.choosing() }
 // the stream, and one that took it already reads them where it expects
 // doorbells, which fails that connection (shm.Stream's drain).
 func (q *QP) Decline() {
-	if q.choice == nil {
+	if !q.choosing() {
+		return
+	}
+	// An answer already here is taken: the peer has moved.
+	if err := q.choose(); err != unix.EAGAIN {
 		return
 	}
 	q.choice = nil

@@ -376,10 +376,18 @@ const exitFlushMax = 10 * time.Second
 func flushAtExit(max time.Duration) {
 	mu.Lock()
 	open := make([]int, 0, len(conns))
-	for fd := range conns {
+	all := make([]*sdpcore.Conn, 0, len(conns)+len(lingering))
+	for fd, c := range conns {
 		open = append(open, fd)
+		all = append(all, c)
+	}
+	for c := range lingering {
+		all = append(all, c)
 	}
 	mu.Unlock()
+	for _, c := range all {
+		c.WithdrawSameHost() // what waits for the peer's answer goes to the kernel
+	}
 	for _, fd := range open {
 		closeConn(fd)
 	}

@@ -109,7 +109,18 @@ func (c *Conn) sameHostRing() int {
 	return ring
 }
 
-// declineSameHost withdraws an unanswered offer (abort).
+// WithdrawSameHost withdraws an offer of shared memory the peer has not
+// answered yet and hands what it held to the kernel, for a process that
+// exits: the kernel delivers a socket's bytes after the process is gone,
+// as TCP would have, where held ones would be lost.
+func (c *Conn) WithdrawSameHost() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.declineSameHost()
+	_ = c.flush()
+}
+
+// declineSameHost withdraws an unanswered offer (abort, exit).
 func (c *Conn) declineSameHost() {
 	if sh, ok := c.tr.(sameHoster); ok {
 		sh.DeclineSameHost()

@@ -531,3 +531,52 @@ func TestSameHostAbortBeforeChoice(t *testing.T) {
 	require.False(t, s.SharedMemory)
 	require.Contains(t, s.SameHostNote, "withdrew")
 }
+
+// TestSameHostWithdrawAtExit: an exiting connecting side withdraws an
+// offer nobody answered yet, so what it held reaches the kernel, which
+// delivers it after the process is gone; one whose answer has already
+// come takes the shared memory instead and publishes there.
+func TestSameHostWithdrawAtExit(t *testing.T) {
+	cfg := testConfig()
+	cfg.SameHost = true
+	t.Run("unanswered", func(t *testing.T) {
+		a, p, cfd := negotiatedPair(t, cfg, cfg)
+		_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
+		require.NoError(t, err)
+		a.WithdrawSameHost()
+		require.NoError(t, a.Shutdown(false, true, time.Now()))
+		nul, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		require.NoError(t, err)
+		require.NoError(t, unix.Dup3(nul, cfd, unix.O_CLOEXEC)) // the process is gone
+		require.NoError(t, unix.Close(nul))
+		got, err := recvAll(t, p, 0, rand.New(rand.NewSource(1)), time.Now().Add(10*time.Second))
+		require.Equal(t, "hello", string(got))
+		if err != nil {
+			require.ErrorIs(t, err, unix.ECONNRESET)
+		}
+		require.False(t, p.Stats().SharedMemory)
+	})
+	t.Run("answered", func(t *testing.T) {
+		a, p, _ := negotiatedPair(t, cfg, cfg)
+		_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
+		require.NoError(t, err)
+		buf := make([]byte, 16)
+		_, err = p.Recv([][]byte{buf}, 0, time.Now()) // p reads the Reply and takes the region
+		require.ErrorIs(t, err, ErrWouldBlock)
+		require.True(t, p.Stats().SharedMemory)
+		a.WithdrawSameHost()
+		require.True(t, a.Stats().SharedMemory, "the answer was there: taken, not withdrawn")
+		until := time.Now().Add(10 * time.Second)
+		var got []byte
+		for i := 0; i < 1000 && len(got) < 5; i++ {
+			k, err := p.Recv([][]byte{buf}, 0, time.Now())
+			if err == ErrWouldBlock {
+				require.NoError(t, wait(t, p, EvIn, until))
+				continue
+			}
+			require.NoError(t, err)
+			got = append(got, buf[:k]...)
+		}
+		require.Equal(t, "hello", string(got))
+	})
+}
