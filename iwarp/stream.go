@@ -52,7 +52,7 @@ func (q *QP) Choosing() bool { return q.choosing() }
 
 // Decline withdraws an offer the peer has not answered yet: the held
 // FPDUs go over the socket after all. For a side that must send now (an
-// abortive close): a peer that sees them after its MPA frame does not take
+// abortive close, an exiting process): a peer that sees them after its MPA frame does not take
 // the stream, and one that took it already reads them where it expects
 // doorbells, which fails that connection (shm.Stream's drain).
 func (q *QP) Decline() {
@@ -75,13 +75,25 @@ func (q *QP) Quiet() bool {
 	if q.rxw > q.rxr {
 		return false
 	}
+	_, err := PeekOctet(q.fd)
+	return err == unix.EAGAIN
+}
+
+// PeekOctet returns the socket's next octet without taking it: io.EOF at
+// its end, unix.EAGAIN when nothing is there yet.
+func PeekOctet(fd int) (byte, error) {
 	var b [1]byte
 	for {
-		_, _, err := unix.Recvfrom(q.fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if err == unix.EINTR {
+		n, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		switch {
+		case err == unix.EINTR:
 			continue
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
 		}
-		return err == unix.EAGAIN
+		return b[0], nil
 	}
 }
 

@@ -608,6 +608,20 @@ var FdFloor = 0
 // closing them.
 var OwnFd func(fd int, own bool)
 
+// raiseFd moves a descriptor of the package's own to FdFloor or above
+// (when set), closing the original; it stays where it is if that fails.
+func raiseFd(fd int) int {
+	if FdFloor <= 0 || fd >= FdFloor {
+		return fd
+	}
+	hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, FdFloor)
+	if err != nil {
+		return fd
+	}
+	unix.Close(fd)
+	return hi
+}
+
 func ownFd(fd int, own bool) {
 	if OwnFd != nil {
 		OwnFd(fd, own)

@@ -50,18 +50,27 @@ func connPairOn(t testing.TB, cfg Config, cfd, afd int) (*Conn, *Conn) {
 	return connPairStream(t, cfg, cfd, afd, nil, nil)
 }
 
-// connPairStream is connPairOn with each side's messages over a stream
-// (nil: over the socket).
-func connPairStream(t testing.TB, cfg Config, cfd, afd int, as, ps iwarp.ByteStream) (*Conn, *Conn) {
+// writeRequest writes the MPA Request with the Hello cfg makes (as the
+// shim does on an accepted socket) to afd and returns it.
+func writeRequest(t testing.TB, afd int, cfg Config) []byte {
 	t.Helper()
 	cfg.Sanitize()
-	cfg.SameHost = false // the pair's transport is the caller's choice (as, ps), not negotiated
 	h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
 		DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80, FlowControl: cfg.FlowControl}
 	req := AppendRequest(nil, cfg, h)
 	n, err := unix.Write(afd, req)
 	require.NoError(t, err)
 	require.Equal(t, len(req), n)
+	return req
+}
+
+// connPairStream is connPairOn with each side's messages over a stream
+// (nil: over the socket).
+func connPairStream(t testing.TB, cfg Config, cfd, afd int, as, ps iwarp.ByteStream) (*Conn, *Conn) {
+	t.Helper()
+	cfg.Sanitize()
+	cfg.SameHost = false // the pair's transport is the caller's choice (as, ps), not negotiated
+	req := writeRequest(t, afd, cfg)
 	p, err := NewPassiveStream(afd, cfg, req, ps)
 	require.NoError(t, err)
 	a := NewActiveStream(cfd, cfg, time.Now(), as)

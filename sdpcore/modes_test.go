@@ -224,11 +224,7 @@ func connPairCfg(t testing.TB, active, passive Config) (*Conn, *Conn) {
 	t.Helper()
 	cfd, afd := tcpPair(t)
 	passive.Sanitize()
-	h := &Hello{Bufs: uint16(passive.RecvBufs), IPVersion: 4, MaxAdverts: 1,
-		DesRemRcvSz: uint32(passive.BufSize), LocalRcvSz: uint32(passive.BufSize), LocalPort: 80, FlowControl: passive.FlowControl}
-	req := AppendRequest(nil, passive, h)
-	_, err := unix.Write(afd, req)
-	require.NoError(t, err)
+	req := writeRequest(t, afd, passive)
 	p, err := NewPassive(afd, passive, req)
 	require.NoError(t, err)
 	a := NewActive(cfd, active, time.Now())

@@ -67,6 +67,9 @@ type sameHoster interface {
 	SameHost() bool
 	// Bells counts the doorbells written and read over shared memory.
 	Bells() (rung, heard uint64)
+	// Watch returns a check for the peer's next bytes, for a caller that
+	// polls before it waits (Spin), or nil when not over shared memory.
+	Watch() func() bool
 }
 
 var _ sameHoster = (*qpTransport)(nil)
@@ -161,7 +164,7 @@ func (t *qpTransport) OfferSameHost() ([16]byte, error) {
 	if err != nil {
 		return [16]byte{}, err
 	}
-	rv.Raise(FdFloor)
+	rv.Move(raiseFd)
 	ownFd(rv.Fd(), true)
 	o := &sameHostOffer{rv: rv}
 	// A connection that ends before the peer chooses closes it too.
@@ -218,8 +221,8 @@ func (c *Conn) Spin(d time.Duration) bool {
 	}
 	c.mu.Lock()
 	var arrived func() bool
-	if w, ok := c.tr.(interface{ Watch() func() bool }); ok && c.phase() == stEstablished && c.rqBytes == 0 {
-		arrived = w.Watch()
+	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 {
+		arrived = sh.Watch()
 	}
 	c.mu.Unlock()
 	if arrived == nil {
@@ -251,19 +254,18 @@ func (t *qpTransport) SameHost() bool {
 
 // sameHostOffer is the connecting side's offer, as the QP's StreamChoice.
 type sameHostOffer struct {
-	mu sync.Mutex // Choose and the cleanup
+	mu sync.Mutex // Choose, and the cleanup on another goroutine
 	rv *shm.Rendezvous
 }
 
 // Choose reads the accepting side's choice from the socket's first octet.
 func (o *sameHostOffer) Choose(fd int) (iwarp.ByteStream, error) {
-	var b [1]byte
-	n, err := peekOctet(fd, b[:])
+	b, err := iwarp.PeekOctet(fd)
 	if err == unix.EAGAIN {
 		return nil, err
 	}
 	defer o.close()
-	if err != nil || n == 0 || b[0] != shm.Bell {
+	if err != nil || b != shm.Bell {
 		return nil, nil // an FPDU, the end or an error: all the socket's
 	}
 	s, err := o.take(fd)
@@ -307,15 +309,5 @@ func (o *sameHostOffer) close() {
 		ownFd(o.rv.Fd(), false)
 		o.rv.Close()
 		o.rv = nil
-	}
-}
-
-// peekOctet looks at the socket's next octet without taking it.
-func peekOctet(fd int, b []byte) (int, error) {
-	for {
-		n, _, err := unix.Recvfrom(fd, b, unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		if err != unix.EINTR {
-			return n, err
-		}
 	}
 }

@@ -282,27 +282,6 @@ func TestSharedMemoryHostilePeer(t *testing.T) {
 	}
 }
 
-// negotiatedPair is connPair with each side's own configuration: the
-// accepting side's Hello asks for shared memory when pcfg.SameHost (as
-// the shim's does with SDP_SHM=1), and the rest is the engine's.
-func negotiatedPair(t *testing.T, acfg, pcfg Config) (a, p *Conn, cfd int) {
-	t.Helper()
-	cfd, afd := tcpPair(t)
-	acfg.Sanitize()
-	pcfg.Sanitize()
-	h := &Hello{Bufs: uint16(pcfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
-		DesRemRcvSz: uint32(pcfg.BufSize), LocalRcvSz: uint32(pcfg.BufSize), LocalPort: 80, FlowControl: pcfg.FlowControl}
-	req := AppendRequest(nil, pcfg, h)
-	n, err := unix.Write(afd, req)
-	require.NoError(t, err)
-	require.Equal(t, len(req), n)
-	p, err = NewPassive(afd, pcfg, req)
-	require.NoError(t, err)
-	a = NewActive(cfd, acfg, time.Now())
-	closeAtCleanup(t, a, p)
-	return a, p, cfd
-}
-
 // TestSameHostNegotiated: the Hello asks, the HelloAck offers a
 // rendezvous, the accepting side takes the region and rings, and both
 // sides then move their messages through shared memory in the credit and
@@ -326,7 +305,8 @@ func TestSameHostNegotiated(t *testing.T) {
 				acfg, pcfg := testConfig(), testConfig()
 				acfg.FlowControl, pcfg.FlowControl = fc, fc
 				acfg.SameHost, pcfg.SameHost = c.active, c.pass
-				a, p, cfd := negotiatedPair(t, acfg, pcfg)
+				a, p := connPairCfg(t, acfg, pcfg) // the accepting side asks when pcfg.SameHost, as the shim with SDP_SHM=1
+				cfd := a.Fd()
 				sa, sp := exchangeOn(t, a, p, size, 31, sendMixed)
 				for _, s := range []Stats{sa, sp} {
 					require.EqualValues(t, size, s.PayloadRx)
@@ -362,12 +342,8 @@ func TestSameHostDeclined(t *testing.T) {
 	acfg.SameHost, pcfg.SameHost = true, true
 	cfd, afd := tcpPair(t)
 	pcfg.Sanitize()
-	h := &Hello{Bufs: uint16(pcfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
-		DesRemRcvSz: uint32(pcfg.BufSize), LocalRcvSz: uint32(pcfg.BufSize), LocalPort: 80}
-	req := AppendRequest(nil, pcfg, h) // asks for shared memory
-	_, err := unix.Write(afd, req)
-	require.NoError(t, err)
-	pcfg.SameHost = false // the accepting engine declines
+	req := writeRequest(t, afd, pcfg) // asks for shared memory
+	pcfg.SameHost = false             // the accepting engine declines
 	p, err := NewPassive(afd, pcfg, req)
 	require.NoError(t, err)
 	a := NewActive(cfd, acfg, time.Now())
@@ -408,15 +384,10 @@ func TestSameHostHostileChoice(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.SameHost = true
-			good, goodP, _ := negotiatedPair(t, cfg, cfg)
+			good, goodP := connPairCfg(t, cfg, cfg)
 
 			cfd, afd := tcpPair(t)
-			cfg.Sanitize()
-			h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1,
-				DesRemRcvSz: uint32(cfg.BufSize), LocalRcvSz: uint32(cfg.BufSize), LocalPort: 80}
-			req := AppendRequest(nil, cfg, h)
-			_, err := unix.Write(afd, req)
-			require.NoError(t, err)
+			writeRequest(t, afd, cfg) // the hostile accepting side asks for shared memory
 			a := NewActive(cfd, cfg, time.Now())
 			closeAtCleanup(t, a)
 			until := time.Now().Add(20 * time.Second)
@@ -514,7 +485,8 @@ func TestSpinNoDoorbell(t *testing.T) {
 func TestSameHostAbortBeforeChoice(t *testing.T) {
 	cfg := testConfig()
 	cfg.SameHost = true
-	a, p, cfd := negotiatedPair(t, cfg, cfg)
+	a, p := connPairCfg(t, cfg, cfg)
+	cfd := a.Fd()
 	_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
 	require.NoError(t, err)
 	require.True(t, a.Stats().Up, "the connecting side has replied")
@@ -540,7 +512,8 @@ func TestSameHostWithdrawAtExit(t *testing.T) {
 	cfg := testConfig()
 	cfg.SameHost = true
 	t.Run("unanswered", func(t *testing.T) {
-		a, p, cfd := negotiatedPair(t, cfg, cfg)
+		a, p := connPairCfg(t, cfg, cfg)
+		cfd := a.Fd()
 		_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
 		require.NoError(t, err)
 		a.WithdrawSameHost()
@@ -557,7 +530,7 @@ func TestSameHostWithdrawAtExit(t *testing.T) {
 		require.False(t, p.Stats().SharedMemory)
 	})
 	t.Run("answered", func(t *testing.T) {
-		a, p, _ := negotiatedPair(t, cfg, cfg)
+		a, p := connPairCfg(t, cfg, cfg)
 		_, err := a.Send([][]byte{[]byte("hello")}, time.Now())
 		require.NoError(t, err)
 		buf := make([]byte, 16)

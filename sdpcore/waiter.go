@@ -41,12 +41,7 @@ func (c *Conn) waiterLocked() int {
 		if err != nil {
 			return -1
 		}
-		if FdFloor > 0 {
-			if hi, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, FdFloor); err == nil {
-				unix.Close(fd)
-				fd = hi
-			}
-		}
+		fd = raiseFd(fd)
 		c.efd = fd
 		ownFd(fd, true)
 	}

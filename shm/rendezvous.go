@@ -106,17 +106,9 @@ func (r *Rendezvous) Accept(timeout time.Duration) (*Peer, error) {
 // Fd is the listening socket (for a host that keeps its descriptors apart).
 func (r *Rendezvous) Fd() int { return r.fd }
 
-// Raise moves the listening socket to the lowest free descriptor at or
-// above floor, away from the numbers an application uses (0: stay).
-func (r *Rendezvous) Raise(floor int) {
-	if floor <= 0 || r.fd >= floor {
-		return
-	}
-	if hi, err := unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, floor); err == nil {
-		unix.Close(r.fd)
-		r.fd = hi
-	}
-}
+// Move lets the host put the listening socket elsewhere: to returns the
+// descriptor that replaces fd (a duplicate, fd closed) or fd itself.
+func (r *Rendezvous) Move(to func(fd int) int) { r.fd = to(r.fd) }
 
 // Close closes the rendezvous: nobody can reach its name afterwards.
 func (r *Rendezvous) Close() error {
