@@ -290,13 +290,14 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 		}
 		return -(fallbackBase + reasonForeign)
 	}
+	// The application sees an errno; a failure the peer caused (or its
+	// silence) is named in the log, once.
 	var pe *sdpcore.ProtoError
 	var ht *sdpcore.HandshakeTimeoutError
-	switch {
-	case errors.As(err, &pe):
-		logf(levelWarn, "fd %d: connection ended: %v", fd, pe)
-	case errors.As(err, &ht):
-		logf(levelWarn, "fd %d: connection ended: %v", fd, ht)
+	if c != nil {
+		if fe := c.Failure(); errors.As(fe, &pe) || errors.As(fe, &ht) {
+			logf(levelWarn, "fd %d: connection ended: %v", fd, fe)
+		}
 	}
 	en := sdpcore.Errno(err)
 	if en == 0 {

@@ -95,6 +95,7 @@ type Conn struct {
 	role Role
 	st   state // handshake, established, closing sequence, failed (state.go); changed only by to
 	err  error // why the connection failed (unix.Errno for the application)
+	told bool  // Failure has returned err
 	fb   *FallbackError
 
 	// Flags: facts that can hold in any state, so not steps of the life
@@ -321,6 +322,14 @@ func (c *Conn) fail(err error) {
 		// the application sees EPIPE on writing, end of stream on reading.
 		err = unix.EPIPE
 	}
+	var en unix.Errno
+	var pe *ProtoError
+	if !errors.As(err, &en) && !errors.As(err, &pe) {
+		// Not the kernel's: what the peer sent broke the transport (a
+		// CRC, a marker, a ring it scribbled on), which told the peer
+		// as it could; the application sees EIO and the log the reason.
+		err = &ProtoError{Err: err}
+	}
 	c.toFailed()
 	c.err = err
 	c.changes++
@@ -377,6 +386,19 @@ func Errno(err error) unix.Errno {
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.err
+}
+
+// Failure returns why the connection failed the first time it is asked
+// after the failure, and nil before and afterwards: the application sees
+// only an errno, the engine logs the reason once.
+func (c *Conn) Failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil || c.told {
+		return nil
+	}
+	c.told = true
 	return c.err
 }
 

@@ -19,37 +19,53 @@ var progressRe = regexp.MustCompile(`^PROGRESS `)
 
 // startTransfer starts a preloaded sink and a preloaded sender of bytes at kibps (0: as fast as
 // it goes), and waits until the sink has received its first 4 MiB.
-func startTransfer(t *testing.T, dir string, bytes, kibps int) (srv, cli *prog, port int) {
+func startTransfer(t *testing.T, dir string, bytes, kibps int, extra ...string) (srv, cli *prog, port int) {
 	t.Helper()
-	srv = start(t, "sink", sdpEnv(dir, "server"), relprog, "sink", freePort(t))
+	srv = start(t, "sink", sdpEnv(dir, "server", extra...), relprog, "sink", freePort(t))
 	port = srv.port(t)
 	waitListening(t, sdpPort(port, 20000), 10*time.Second)
-	cli = start(t, "send", sdpEnv(dir, "client"), relprog, "send", "127.0.0.1", strconv.Itoa(port),
+	cli = start(t, "send", sdpEnv(dir, "client", extra...), relprog, "send", "127.0.0.1", strconv.Itoa(port),
 		strconv.Itoa(bytes), "1", "5", strconv.Itoa(kibps))
 	srv.waitLine(t, progressRe, 30*time.Second)
 	return srv, cli, port
 }
 
 // TestPeerKilled kills one end of a transfer with SIGKILL: the other end must see the end of the
-// stream or ECONNRESET (as with TCP) within 10 s, without hanging.
+// stream or ECONNRESET (as with TCP) within 10 s, without hanging; over shared memory (the
+// default on one host) and over iWARP/TCP.
 func TestPeerKilled(t *testing.T) {
-	t.Run("sender", func(t *testing.T) {
-		dir := logDir(t)
-		srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10)
-		require.NoError(t, syscall.Kill(cli.pid(), syscall.SIGKILL))
-		d := srv.waitLines(doneRe, 1, 10*time.Second)
-		require.Len(t, d, 1, "the receiver saw the sender's death within 10 s")
-		assert.Regexp(t, `^DONE (short|err=ECONNRESET) `, d[0], "end of stream or reset, as with TCP")
-		assert.False(t, srv.exited())
-	})
-	t.Run("receiver", func(t *testing.T) {
-		dir := logDir(t)
-		srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10)
-		require.NoError(t, syscall.Kill(srv.pid(), syscall.SIGKILL))
-		s := cli.waitLines(sentRe, 1, 10*time.Second)
-		require.Len(t, s, 1, "the sender saw the receiver's death within 10 s")
-		assert.Regexp(t, `^SENT 0 err=(ECONNRESET|EPIPE) `, s[0], "a reset or a broken pipe, as with TCP")
-	})
+	for _, tr := range []struct{ name, env string }{{"shm", "SDP_SHM=1"}, {"iwarp", overWire}} {
+		// carried checks, from the survivor's statistics, that the transfer had the transport.
+		carried := func(t *testing.T, dir, name string) {
+			shm := statsOf(t, dir, name)["shm_conns"]
+			if tr.name == "shm" {
+				assert.Equal(t, int64(1), shm, "the transfer went through shared memory")
+			} else {
+				assert.Zero(t, shm, "the transfer went over TCP")
+			}
+		}
+		t.Run(tr.name+"/sender", func(t *testing.T) {
+			dir := logDir(t)
+			srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10, tr.env)
+			require.NoError(t, syscall.Kill(cli.pid(), syscall.SIGKILL))
+			d := srv.waitLines(doneRe, 1, 10*time.Second)
+			require.Len(t, d, 1, "the receiver saw the sender's death within 10 s")
+			assert.Regexp(t, `^DONE (short|err=ECONNRESET) `, d[0], "end of stream or reset, as with TCP")
+			assert.False(t, srv.exited())
+			srv.stopGently(10 * time.Second)
+			carried(t, dir, "server")
+		})
+		t.Run(tr.name+"/receiver", func(t *testing.T) {
+			dir := logDir(t)
+			srv, cli, _ := startTransfer(t, dir, 1<<30, 16<<10, tr.env)
+			require.NoError(t, syscall.Kill(srv.pid(), syscall.SIGKILL))
+			s := cli.waitLines(sentRe, 1, 10*time.Second)
+			require.Len(t, s, 1, "the sender saw the receiver's death within 10 s")
+			assert.Regexp(t, `^SENT 0 err=(ECONNRESET|EPIPE) `, s[0], "a reset or a broken pipe, as with TCP")
+			require.True(t, cli.wait(10*time.Second), "the sender exits after its error")
+			carried(t, dir, "client")
+		})
+	}
 }
 
 // TestResetMidTransfer resets both TCP connections under an SDP transfer (a relay closes them

@@ -27,7 +27,8 @@ import (
 // hostilePeer is one connection to the SDP port, past the server's MPA Request.
 type hostilePeer struct {
 	c       *net.TCPConn
-	markers bool // the server asked for markers (M in its Request)
+	markers bool   // the server asked for markers (M in its Request)
+	hello   []byte // the server's Hello, the Request's private data
 	tx      *framer
 	mseq    uint32
 	pending []byte
@@ -56,6 +57,7 @@ func dialHostile(addr string) (*hostilePeer, error) {
 		return nil, fmt.Errorf("the server's MPA Request has key %q", hdr[:16])
 	}
 	p.markers = hdr[16]&mpaFlagM != 0
+	p.hello = pd
 	return p, nil
 }
 
@@ -247,14 +249,21 @@ var hostileCases = []hostileCase{
 	}},
 }
 
+// startEcho starts a preloaded echo server for a raw peer: its application port and the
+// address of its SDP port, once that listens.
+func startEcho(t *testing.T, dir string, extra ...string) (srv *prog, port int, sdpAddr string) {
+	t.Helper()
+	srv = start(t, "echo", sdpEnv(dir, "server", extra...), relprog, "echo", freePort(t))
+	port = srv.port(t)
+	waitListening(t, sdpPort(port, 20000), 10*time.Second)
+	return srv, port, fmt.Sprintf("127.0.0.1:%d", sdpPort(port, 20000))
+}
+
 // TestHostilePeers attacks a preloaded echo server on its SDP port with every hostile case
 // while a preloaded client keeps using it.
 func TestHostilePeers(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server"), relprog, "echo", freePort(t))
-	p := srv.port(t)
-	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
-	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	srv, p, sdpAddr := startEcho(t, dir)
 
 	// A valid hostile-style peer is served: the harness itself speaks SDP well enough.
 	hp, err := dialHostile(sdpAddr)
@@ -498,10 +507,7 @@ func immData(n, ack uint32) (d [8]byte) {
 // connection; a preloaded client is served meanwhile; the server's memory stays bounded.
 func TestHostileRing(t *testing.T) {
 	dir := logDir(t)
-	srv := start(t, "echo", sdpEnv(dir, "server", "SDP_FLOW_CONTROL=rdma"), relprog, "echo", freePort(t))
-	p := srv.port(t)
-	sdpAddr := fmt.Sprintf("127.0.0.1:%d", sdpPort(p, 20000))
-	waitListening(t, sdpPort(p, 20000), 10*time.Second)
+	srv, p, sdpAddr := startEcho(t, dir, "SDP_FLOW_CONTROL=rdma")
 
 	// A well-formed ring exchange is served: the echo comes back into our ring.
 	hp, err := dialHostile(sdpAddr)
@@ -605,6 +611,7 @@ func TestHostileRing(t *testing.T) {
 		reasons[l]++
 	}
 	logged := strings.Count(logText(t, dir, "server"), "connection ended")
+	assert.Equal(t, ended, logged, "each connection the server ended is logged once with its reason")
 	for r, n := range reasons {
 		t.Logf("%3d× %s", n, r)
 	}
