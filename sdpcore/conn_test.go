@@ -334,6 +334,11 @@ func TestCorruptedStreamFailsWithEIO(t *testing.T) {
 	require.NoError(t, err)
 	_, err = recvAll(t, a, 0, rand.New(rand.NewSource(3)), until)
 	require.ErrorIs(t, err, unix.EIO)
+	// The engine's log line: the reason, once.
+	var pe *ProtoError
+	require.ErrorAs(t, a.Failure(), &pe)
+	require.ErrorContains(t, pe, "CRC")
+	require.NoError(t, a.Failure(), "told once")
 }
 
 func TestForeignBannerFallsBack(t *testing.T) {

@@ -273,6 +273,9 @@ func TestSharedMemoryHostilePeer(t *testing.T) {
 			_, err = recvWait(t, a, make([]byte, 64), 0, time.Now().Add(10*time.Second))
 			require.ErrorIs(t, err, unix.EIO)
 			require.ErrorIs(t, a.Err(), shm.ErrCorrupt)
+			var pe *ProtoError
+			require.ErrorAs(t, a.Failure(), &pe, "a broken ring is the peer's fault")
+			require.NoError(t, a.Failure(), "told once")
 
 			// Another connection over shared memory goes on.
 			a2, p2, _, _, _, _ := shmPair(t, testConfig())
