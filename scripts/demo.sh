@@ -112,7 +112,7 @@ same_sha TCP "$tcp_port" "$tcp_sha"
 
 echo
 echo "SDP evidence (libsdp's statistics, printed by each process at exit)"
-row() { printf '  %-50s %14s %14s\n' "$@"; }
+row() { printf '  %-58s %14s %14s\n' "$@"; }
 row "" "curl (client)" "http.server"
 val() {
 	local v
@@ -127,9 +127,9 @@ for k in sdp_conns shm_conns tcp_conns fpdus_tx fpdus_rx markers_tx markers_rx c
 	tcp_conns) label="connections that fell back to TCP" ;;
 	fpdus_tx) label="MPA FPDUs sent" ;;
 	fpdus_rx) label="MPA FPDUs received" ;;
-	markers_tx) label="MPA markers sent" ;;
-	markers_rx) label="MPA markers received" ;;
-	crc_bytes_rx) label="bytes checked by CRC32c on receive" ;;
+	markers_tx) label="MPA markers sent (none on one host)" ;;
+	markers_rx) label="MPA markers received (none on one host)" ;;
+	crc_bytes_rx) label="bytes CRC32c-checked (none on one host)" ;;
 	crc_errors) label="CRC errors" ;;
 	payload_tx) label="application bytes sent over SDP" ;;
 	payload_rx) label="application bytes received over SDP" ;;

@@ -695,13 +695,20 @@ func (c *Conn) onRequest(now time.Time) bool {
 			ha.RingSTag, ha.RingSize = uint32(c.ringSTag), uint32(len(c.ring))
 		}
 	}
+	markers, crc := c.cfg.Markers, c.cfg.CRC
 	if h.Cap&CapSameHost != 0 {
 		c.offerSameHost(ha)
+		if ha.Cap&CapSameHost != 0 {
+			// The peer is on this host (an offer says so): no network
+			// for markers and CRC to guard against, over TCP or shared
+			// memory, so this side asks for neither (docs/PROTOCOL.md).
+			markers, crc = false, false
+		}
 	}
 	ack := AppendHelloAck(nil, ha)
-	c.tr.SendSetupReply(SetupMsg{Markers: c.cfg.Markers, CRC: c.cfg.CRC, PrivateData: ack})
-	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC
-	c.tr.StartMessages(req.Markers, c.cfg.Markers, req.CRC || c.cfg.CRC, c.cfg.MarkerSpacing, c.mss())
+	c.tr.SendSetupReply(SetupMsg{Markers: markers, CRC: crc, PrivateData: ack})
+	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, markers, req.CRC || crc
+	c.tr.StartMessages(req.Markers, markers, req.CRC || crc, c.cfg.MarkerSpacing, c.mss())
 	// We send at once, not after the accepting side's first FPDU (RFC
 	// 5044 §7.1.2's rule for hardware that must switch to framing first;
 	// the accepting engine reads its stream in order, Reply then FPDUs):

@@ -38,6 +38,16 @@ type Hello struct {
 	FlowControl FlowControl
 }
 
+// Local reports whether the Hello's destination (the connecting side) is
+// on the sender's host: in 127.0.0.0/8 (plain or v4-mapped), ::1, or the
+// sender's own address. The accepting side's shim asks no markers and no
+// CRC of such a peer when it allows shared memory (AppendRequest).
+func (h *Hello) Local() bool {
+	d := h.DstIP
+	v4 := [10]byte(d[:10]) == [10]byte{} && (d[10] == 0 && d[11] == 0 || d[10] == 0xff && d[11] == 0xff)
+	return d != [16]byte{} && ((v4 && d[12] == 127) || d == [16]byte{15: 1} || d == h.SrcIP)
+}
+
 // flowAsked marks a flow-control code in HH byte 14 and HAH byte 2.
 const flowAsked = 0x80
 

@@ -54,11 +54,17 @@ func AppendRequest(dst []byte, cfg Config, h *Hello) []byte {
 	if cfg.ZCopyThreshold > 0 {
 		hc.Cap |= CapWriteZCopy // as the shim's Hello
 	}
+	markers, crc := cfg.Markers, cfg.CRC
 	if cfg.SameHost {
 		hc.Cap |= CapSameHost // as the shim's Hello
+		if h.Local() {
+			// No network between the two ends, nothing for markers
+			// and CRC to guard against: both off (docs/PROTOCOL.md).
+			markers, crc = false, false
+		}
 	}
 	pd := AppendHello(nil, &hc)
-	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: cfg.Markers, CRC: cfg.CRC, Rev: 1, PrivateData: pd})
+	return iwarp.AppendMPAFrame(dst, &iwarp.MPAFrame{Markers: markers, CRC: crc, Rev: 1, PrivateData: pd})
 }
 
 // qpTransport is an iwarp QP seen as a Transport. It is the QP itself (a

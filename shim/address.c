@@ -48,6 +48,16 @@ static uint8_t hello_flow_control(void)
 	return 0x80 | cfg.flow_control;
 }
 
+/* hello_local says whether the Hello's destination dst (the connecting
+ * side) is on this host: 127.0.0.0/8 (plain or v4-mapped), ::1, or the
+ * source src itself (sdpcore's Hello.Local). */
+static int hello_local(const uint8_t *src, const uint8_t *dst)
+{
+	static const uint8_t zero[16], one[16] = { [15] = 1 };
+	int v4 = !memcmp(dst, zero, 10) && ((dst[10] == 0 && dst[11] == 0) || (dst[10] == 0xff && dst[11] == 0xff));
+	return memcmp(dst, zero, 16) && ((v4 && dst[12] == 127) || !memcmp(dst, one, 16) || !memcmp(dst, src, 16));
+}
+
 /* build_request writes the MPA Request carrying the SDP Hello (RFC 5044
  * §7.1.1; layout in docs/PROTOCOL.md §2). sdpcore.AppendRequest is the reference
  * encoder and the engine parses these exact bytes back. */
@@ -63,7 +73,6 @@ int build_request(uint8_t *b, int fd, uint16_t app_port)
 	const int pdlen = 16 + 48;
 	memset(b, 0, 20 + pdlen);
 	memcpy(b, "MPA ID Req Frame", 16);
-	b[16] = (cfg.markers ? 0x80 : 0) | (cfg.crc ? 0x40 : 0);
 	b[17] = 1;
 	put16(b + 18, pdlen);
 	uint8_t *bsdh = b + 20, *hh = b + 36;
@@ -85,5 +94,9 @@ int build_request(uint8_t *b, int fd, uint16_t app_port)
 	put16(hh + 12, app_port);
 	ip16((struct sockaddr *)&l, hh + 16);
 	ip16((struct sockaddr *)&p, hh + 32);
+	/* A peer on this host, with shared memory allowed: no network for
+	 * markers and CRC to guard against (sdpcore.AppendRequest). */
+	int plain = cfg.shared_memory && hello_local(hh + 16, hh + 32);
+	b[16] = (cfg.markers && !plain ? 0x80 : 0) | (cfg.crc && !plain ? 0x40 : 0);
 	return 20 + pdlen;
 }
