@@ -318,6 +318,7 @@ func TestSameHostNegotiated(t *testing.T) {
 				}
 				k := kernelBytes(t, cfd)
 				if c.want {
+					require.False(t, sa.RxMarker, "the connecting side that offers asks for no markers")
 					require.NotZero(t, sa.BellsRung+sp.BellsRung, "the doorbells are counted")
 					require.Less(t, k, uint64(size/16), "the kernel carried %d bytes: the payload went through it", k)
 				} else {
@@ -555,4 +556,40 @@ func TestSameHostWithdrawAtExit(t *testing.T) {
 		}
 		require.Equal(t, "hello", string(got))
 	})
+}
+
+// TestHelloLocal: the accepting side asks for neither markers nor CRC of a
+// connecting side on its host, when it allows shared memory.
+func TestHelloLocal(t *testing.T) {
+	v4 := func(a, b, c, d byte) (ip [16]byte) { ip[12], ip[13], ip[14], ip[15] = a, b, c, d; return ip }
+	mapped := func(a, b, c, d byte) [16]byte { ip := v4(a, b, c, d); ip[10], ip[11] = 0xff, 0xff; return ip }
+	one := [16]byte{15: 1}
+	for _, c := range []struct {
+		name     string
+		src, dst [16]byte
+		local    bool
+	}{
+		{"loopback", v4(127, 0, 0, 1), v4(127, 0, 0, 1), true},
+		{"loopback-other", v4(127, 0, 0, 1), v4(127, 3, 2, 1), true},
+		{"v4-mapped-loopback", mapped(127, 0, 0, 1), mapped(127, 0, 0, 1), true},
+		{"ipv6-loopback", one, one, true},
+		{"own-address", v4(192, 168, 1, 5), v4(192, 168, 1, 5), true},
+		{"other-host", v4(192, 168, 1, 5), v4(192, 168, 1, 6), false},
+		{"other-host-mapped", mapped(10, 0, 0, 1), mapped(10, 0, 0, 2), false},
+		{"unknown", [16]byte{}, [16]byte{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := &Hello{Bufs: 16, IPVersion: 4, MaxAdverts: 1, DesRemRcvSz: 65536, LocalRcvSz: 65536, SrcIP: c.src, DstIP: c.dst}
+			require.Equal(t, c.local, h.Local())
+			for _, shm := range []bool{false, true} {
+				cfg := testConfig()
+				cfg.Markers, cfg.CRC, cfg.SameHost = true, true, shm
+				f, _, err := iwarp.ParseMPAFrame(AppendRequest(nil, cfg, h), false)
+				require.NoError(t, err)
+				framed := !(shm && c.local)
+				require.Equal(t, framed, f.Markers, "M with SDP_SHM=%v", shm)
+				require.Equal(t, framed, f.CRC, "C with SDP_SHM=%v", shm)
+			}
+		})
+	}
 }
