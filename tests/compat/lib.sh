@@ -163,6 +163,22 @@ sdpstat_stop() {
 	WATCH_PID=
 }
 
+# sdpstat_await PROG SECONDS CMD...: while the sdpstat watcher runs, runs CMD (a client that
+# holds an SDP connection to the server for a moment) until a snapshot has shown an SDP socket
+# in PROG, for at most SECONDS: a fixed workload can end between two snapshots when it runs
+# fast, and the check that sdpstat sees the server's connections is about sdpstat, not luck.
+sdpstat_await() {
+	local prog=$1 secs=$2
+	shift 2
+	[[ -n ${WATCH_PID:-} ]] || return 0
+	local deadline=$((SECONDS + secs)) seen
+	while ((SECONDS < deadline)); do
+		read -r -a seen < <(sdpstat_seen "$prog" "${GROUPS_STARTED[@]}")
+		((${seen[1]:-0} >= 1)) && return 0
+		"$@" >/dev/null 2>&1 || true
+	done
+}
+
 # sdpstat_seen PROG SID... prints "P S": how many processes whose name starts with PROG, in
 # the sessions SID... (the servers) or below them, sdpstat listed, and the most SDP sockets
 # one snapshot showed in them together.

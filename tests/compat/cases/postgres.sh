@@ -50,6 +50,9 @@ for g in range(1, 20001):
     h.update((hashlib.md5(str(g).encode()).hexdigest() * 32 + "\n").encode())
 print(h.hexdigest())')
 	[[ $got == "$want" ]] || fail "psql: the 20 MB result differs (sha256)"
+	# The work above can pass between two sdpstat snapshots: a session held for a second,
+	# until one has shown the server's SDP sockets.
+	sdpstat_await postgres 30 timeout -k 3 10 env "${CLI[@]}" psql -X -At "${conn[@]}" -c "select pg_sleep(1)" postgres
 	# SIGINT: fast shutdown
 	stop_bg "$srv" INT 20
 	RATE=$(awk '/^tps = / { printf "%.0f", $3 }' "$D/bench.out") RATE_UNIT="tps"
