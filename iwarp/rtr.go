@@ -96,11 +96,12 @@ func SameHost(fd int) bool {
 	if err1 != nil || err2 != nil {
 		return false
 	}
-	return sameHost(addr16(peer), addr16(local))
+	return SameHostAddr(addr16(peer), addr16(local))
 }
 
-// sameHost: the peer p is 127.0.0.0/8 (v4-mapped), ::1, or the local address l.
-func sameHost(p, l [16]byte) bool {
+// SameHostAddr: the peer p is 127.0.0.0/8 (v4-mapped), ::1, or the local
+// address l (16 octets each, IPv4 as v4-mapped).
+func SameHostAddr(p, l [16]byte) bool {
 	mapped := [10]byte(p[:10]) == [10]byte{} && p[10] == 0xff && p[11] == 0xff
 	return p != [16]byte{} && ((mapped && p[12] == 127) || p == [16]byte{15: 1} || p == l)
 }

@@ -137,7 +137,7 @@ func TestSameHost(t *testing.T) {
 		{[16]byte{12: 127, 15: 1}, own, false}, // IPv4-compatible, not mapped
 		{[16]byte{}, [16]byte{}, false},
 	} {
-		require.Equal(t, tc.want, sameHost(tc.peer, tc.local), "peer %v local %v", tc.peer, tc.local)
+		require.Equal(t, tc.want, SameHostAddr(tc.peer, tc.local), "peer %v local %v", tc.peer, tc.local)
 	}
 	a, b := tcpPair(t)
 	require.True(t, SameHost(a))

@@ -290,20 +290,28 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 		}
 		return -(fallbackBase + reasonForeign)
 	}
-	// The application sees an errno; a failure the peer caused (or its
-	// silence) is named in the log, once.
-	var pe *sdpcore.ProtoError
-	var ht *sdpcore.HandshakeTimeoutError
-	if c != nil {
-		if fe := c.Failure(); errors.As(fe, &pe) || errors.As(fe, &ht) {
-			logf(levelWarn, "fd %d: connection ended: %v", fd, fe)
-		}
-	}
 	en := sdpcore.Errno(err)
 	if en == 0 {
 		en = unix.EIO
 	}
+	if en == unix.EIO || en == unix.ETIMEDOUT { // not EAGAIN's path: Failure takes the lock
+		logFailure(fd, c)
+	}
 	return -int(en)
+}
+
+// logFailure names, once, a failure the peer caused (or its silence): the
+// application only sees an errno. Called where the application learns it,
+// and at close for one that closed after a poll said POLLERR.
+func logFailure(fd int, c *sdpcore.Conn) {
+	if c == nil {
+		return
+	}
+	var pe *sdpcore.ProtoError
+	var ht *sdpcore.HandshakeTimeoutError
+	if fe := c.Failure(); errors.As(fe, &pe) || errors.As(fe, &ht) {
+		logf(levelWarn, "fd %d: connection ended: %v", fd, fe)
+	}
 }
 
 // takeEarly moves up to len(dst) of the bytes fd's connection took before it
@@ -428,6 +436,7 @@ func closeConn(fd int) {
 	if c == nil || shared {
 		return
 	}
+	logFailure(fd, c)
 	now := time.Now()
 	if lingerZero(fd) {
 		// SO_LINGER {1, 0}: AbortConn now, and the application's close

@@ -3,6 +3,8 @@ package sdpcore
 import (
 	"encoding/binary"
 	"fmt"
+
+	"libsdp/iwarp"
 )
 
 // Hello and HelloAck open an SDP connection. Over iWARP they ride in the
@@ -39,13 +41,21 @@ type Hello struct {
 }
 
 // Local reports whether the Hello's destination (the connecting side) is
-// on the sender's host: in 127.0.0.0/8 (plain or v4-mapped), ::1, or the
-// sender's own address. The accepting side's shim asks no markers and no
-// CRC of such a peer when it allows shared memory (AppendRequest).
+// on the sender's host, by iwarp.SameHostAddr's rule. The accepting side's
+// shim asks no markers and no CRC of such a peer when it allows shared
+// memory (AppendRequest).
 func (h *Hello) Local() bool {
-	d := h.DstIP
-	v4 := [10]byte(d[:10]) == [10]byte{} && (d[10] == 0 && d[11] == 0 || d[10] == 0xff && d[11] == 0xff)
-	return d != [16]byte{} && ((v4 && d[12] == 127) || d == [16]byte{15: 1} || d == h.SrcIP)
+	return iwarp.SameHostAddr(h.mapped(h.DstIP), h.mapped(h.SrcIP))
+}
+
+// mapped is an address of the Hello as 16 octets with IPv4 v4-mapped: an
+// IPv4 socket's address travels in the last 4 octets, the rest 0. No
+// address (0) stays 0, which is nobody's.
+func (h *Hello) mapped(a [16]byte) [16]byte {
+	if h.IPVersion == 4 && a[10] == 0 && a[11] == 0 && a != [16]byte{} {
+		a[10], a[11] = 0xff, 0xff
+	}
+	return a
 }
 
 // flowAsked marks a flow-control code in HH byte 14 and HAH byte 2.

@@ -563,23 +563,26 @@ func TestSameHostWithdrawAtExit(t *testing.T) {
 func TestHelloLocal(t *testing.T) {
 	v4 := func(a, b, c, d byte) (ip [16]byte) { ip[12], ip[13], ip[14], ip[15] = a, b, c, d; return ip }
 	mapped := func(a, b, c, d byte) [16]byte { ip := v4(a, b, c, d); ip[10], ip[11] = 0xff, 0xff; return ip }
-	one := [16]byte{15: 1}
+	one, six := [16]byte{15: 1}, [16]byte{0: 0x20, 1: 0x01, 15: 5}
 	for _, c := range []struct {
 		name     string
+		ipv      uint8
 		src, dst [16]byte
 		local    bool
 	}{
-		{"loopback", v4(127, 0, 0, 1), v4(127, 0, 0, 1), true},
-		{"loopback-other", v4(127, 0, 0, 1), v4(127, 3, 2, 1), true},
-		{"v4-mapped-loopback", mapped(127, 0, 0, 1), mapped(127, 0, 0, 1), true},
-		{"ipv6-loopback", one, one, true},
-		{"own-address", v4(192, 168, 1, 5), v4(192, 168, 1, 5), true},
-		{"other-host", v4(192, 168, 1, 5), v4(192, 168, 1, 6), false},
-		{"other-host-mapped", mapped(10, 0, 0, 1), mapped(10, 0, 0, 2), false},
-		{"unknown", [16]byte{}, [16]byte{}, false},
+		{"loopback", 4, v4(127, 0, 0, 1), v4(127, 0, 0, 1), true},
+		{"loopback-other", 4, v4(127, 0, 0, 1), v4(127, 3, 2, 1), true},
+		{"v4-mapped-loopback", 4, mapped(127, 0, 0, 1), mapped(127, 0, 0, 1), true},
+		{"ipv6-loopback", 6, one, one, true},
+		{"ipv6-loopback-from-elsewhere", 6, six, one, true},
+		{"ipv6-other-host", 6, six, [16]byte{0: 0x20, 1: 0x01, 15: 6}, false},
+		{"own-address", 4, v4(192, 168, 1, 5), v4(192, 168, 1, 5), true},
+		{"other-host", 4, v4(192, 168, 1, 5), v4(192, 168, 1, 6), false},
+		{"other-host-mapped", 4, mapped(10, 0, 0, 1), mapped(10, 0, 0, 2), false},
+		{"unknown", 4, [16]byte{}, [16]byte{}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := &Hello{Bufs: 16, IPVersion: 4, MaxAdverts: 1, DesRemRcvSz: 65536, LocalRcvSz: 65536, SrcIP: c.src, DstIP: c.dst}
+			h := &Hello{Bufs: 16, IPVersion: c.ipv, MaxAdverts: 1, DesRemRcvSz: 65536, LocalRcvSz: 65536, SrcIP: c.src, DstIP: c.dst}
 			require.Equal(t, c.local, h.Local())
 			for _, shm := range []bool{false, true} {
 				cfg := testConfig()

@@ -1,9 +1,9 @@
 package reliability
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -204,12 +204,13 @@ func (p *shmPeer) sendFPDUs() error {
 }
 
 // echoedShm reads the server's ring (checking nothing: we are the test, not the server)
-// until want has arrived in its payload or d passed.
+// until want has arrived in its payload or d passed. Found empty, it says it sleeps (the
+// consumer's flag) and waits for the server's doorbell on the socket, as a consumer does.
 func (p *shmPeer) echoedShm(want []byte, d time.Duration) bool {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		h := atomic.LoadUint64(p.in.word(shmOffHead))
-		for p.tail < h {
+	_ = p.c.SetReadDeadline(time.Now().Add(d))
+	var bells [64]byte
+	for range 10000 {
+		for h := atomic.LoadUint64(p.in.word(shmOffHead)); p.tail < h; {
 			var hdr [8]byte
 			p.readAt(p.tail, hdr[:])
 			n := binary.LittleEndian.Uint64(hdr[:])
@@ -222,12 +223,30 @@ func (p *shmPeer) echoedShm(want []byte, d time.Duration) bool {
 			p.tail += (8 + n + 7) &^ 7
 		}
 		atomic.StoreUint64(p.in.word(shmOffTail), p.tail)
-		if containsBytes(p.got, want) {
+		if bytes.Contains(p.got, want) {
 			return true
 		}
-		time.Sleep(time.Millisecond) // polling a ring we do not ring for; bounded by d
+		atomic.StoreUint64(p.in.word(shmOffSleep), 1)
+		if atomic.LoadUint64(p.in.word(shmOffHead)) != p.tail {
+			continue // published meanwhile
+		}
+		if _, err := p.c.Read(bells[:]); err != nil {
+			return false // the deadline, or the server ended the connection
+		}
 	}
 	return false
+}
+
+// echo sends m in one Data message through the ring and waits for the server's echo.
+func (p *shmPeer) echo(m []byte) error {
+	p.queue(p.dataULPDU(m))
+	if err := p.sendFPDUs(); err != nil {
+		return err
+	}
+	if !p.echoedShm(m, 10*time.Second) {
+		return fmt.Errorf("no echo of %q", m)
+	}
+	return nil
 }
 
 func (p *shmPeer) readAt(at uint64, b []byte) {
@@ -235,15 +254,6 @@ func (p *shmPeer) readAt(at uint64, b []byte) {
 	i := at & p.in.mask()
 	n := copy(b, d[i:])
 	copy(b[n:], d)
-}
-
-func containsBytes(s, sub []byte) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if string(s[i:i+len(sub)]) == string(sub) {
-			return true
-		}
-	}
-	return false
 }
 
 // TestHostileSharedMemory attacks a preloaded echo server through the shared memory it hands
@@ -262,10 +272,7 @@ func TestHostileSharedMemory(t *testing.T) {
 	t.Logf("the server's region: two rings of %d data octets", p.data)
 	assert.ErrorIs(t, unix.Ftruncate(p.memfd, int64(shmControl)), unix.EPERM, "the region is sealed against shrinking")
 	assert.ErrorIs(t, unix.Ftruncate(p.memfd, int64(4*len(p.region))), unix.EPERM, "the region is sealed against growing")
-	msg := []byte("a ring record from a peer without libsdp")
-	p.queue(p.dataULPDU(msg))
-	require.NoError(t, p.sendFPDUs())
-	require.True(t, p.echoedShm(msg, 10*time.Second), "the server echoes through its ring")
+	require.NoError(t, p.echo([]byte("a ring record from a peer without libsdp")), "the server echoes through its ring")
 	p.close()
 
 	warm := start(t, "warm", sdpEnv(dir, "client"), relprog, "echocli", "127.0.0.1", strconv.Itoa(port), "20")
@@ -300,13 +307,8 @@ func TestHostileSharedMemory(t *testing.T) {
 			return p.publish()
 		}},
 		{"head-backwards", true, func(p *shmPeer, rng *rand.Rand) error {
-			m := []byte("before the head goes back")
-			p.queue(p.dataULPDU(m))
-			if err := p.sendFPDUs(); err != nil {
+			if err := p.echo([]byte("before the head goes back")); err != nil {
 				return err
-			}
-			if !p.echoedShm(m, 10*time.Second) {
-				return errors.New("no echo before the attack")
 			}
 			p.head -= 8 * uint64(1+rng.IntN(int(p.head/8)))
 			return p.publish()
@@ -334,23 +336,16 @@ func TestHostileSharedMemory(t *testing.T) {
 			for _, w := range []*uint64{p.in.word(shmOffSleep), p.in.word(shmOffWant), p.out.word(shmOffSleep), p.out.word(shmOffWant)} {
 				atomic.StoreUint64(w, rng.Uint64())
 			}
-			m := []byte("served despite scribbled flags")
-			p.queue(p.dataULPDU(m))
-			if err := p.sendFPDUs(); err != nil {
-				return err
-			}
-			if !p.echoedShm(m, 10*time.Second) {
-				return errors.New("no echo with scribbled flags")
-			}
-			return nil
+			return p.echo([]byte("served despite scribbled flags"))
 		}},
 	}
+	const perCase = 8    // connections per case
 	const ringBreaks = 6 // the cases up to head-backwards, and servers-tail-past-its-head
 	tried, ended := 0, 0
 	var failures []string
 	for ci, sc := range cases {
 		rng := rand.New(rand.NewPCG(uint64(ci)+211, 5))
-		for i := range 8 {
+		for i := range perCase {
 			p, err := dialShm(sdpAddr)
 			require.NoError(t, err, "%s %d", sc.name, i)
 			aerr := sc.attack(p, rng)
@@ -395,7 +390,7 @@ func TestHostileSharedMemory(t *testing.T) {
 		}
 	}
 	assert.Equal(t, ended, total, "each connection the server ended is logged once with its reason")
-	assert.Equal(t, ringBreaks*8, logged, "the attacks on positions and record headers are named as a broken ring")
+	assert.Equal(t, ringBreaks*perCase, logged, "the attacks on positions and record headers are named as a broken ring")
 	t.Logf("shared-memory attacks: %d tried, %d ended by the server (%d logged as a broken ring); server RSS %d -> %d KiB",
 		tried, ended, logged, rss0, rss1)
 	fmt.Printf("RELIABILITY shm tried=%d ended=%d corrupt_logged=%d\n", tried, ended, logged)
