@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -16,23 +17,42 @@ const echoBytes = 8000000
 // TestEchoAtExit: an edge-triggered epoll echo server (non-blocking, writes of random sizes up to
 // 1 MiB) that closes its connection and exits at once when its client ends the stream, and a
 // poll-driven client that streams 8 MB and checks every byte of the echo (tests/c/etecho.c),
-// both preloaded, in every combination of flow control, buffering and progress: the server's
-// last bytes, accepted by write() before close and _exit, all reach the client, as over TCP.
-// Run it with -count=13 for 208 runs. The transfer used to stall in some runs (the server's
-// edge-triggered wait for EPOLLOUT missing the room its engine's goroutine took in:
-// TestEdgeTriggeredOut).
+// both preloaded, in every combination of flow control, buffering and progress, over iWARP and
+// with shared memory allowed: the server's last bytes, accepted by write() before close and
+// _exit, all reach the client, as over TCP. Run it with -count=7 for 224 runs. The transfer
+// used to stall in some runs (the server's edge-triggered wait for EPOLLOUT missing the room
+// its engine's goroutine took in: TestEdgeTriggeredOut).
 func TestEchoAtExit(t *testing.T) {
 	shim, ctx := setup(t)
 	bin := buildTestC(ctx, t, "etecho.c")
-	forEachMode(t, true, func(t *testing.T, i int, mode []string) { echoOnce(t, shim, bin, mode, i+2) })
+	t.Run("iwarp", func(t *testing.T) {
+		forEachMode(t, true, func(t *testing.T, i int, mode []string) {
+			echoOnce(t, shim, bin, append(mode, "SDP_SHM=0"), i+2, 0)
+		})
+	})
+	// Shared memory carries the credit and transport modes: rdma and nic flow control, RDMA
+	// Writes into a receive ring, stay on the wire even between two ends on one host.
+	t.Run("shm", func(t *testing.T) {
+		forEachMode(t, true, func(t *testing.T, i int, mode []string) {
+			shm := 1
+			if slices.Contains(mode, "SDP_FLOW_CONTROL=rdma") || slices.Contains(mode, "SDP_FLOW_CONTROL=nic") {
+				shm = 0
+			}
+			echoOnce(t, shim, bin, append(mode, "SDP_SHM=1"), i+2, shm)
+		})
+	})
 }
 
-func echoOnce(t *testing.T, shim, bin string, mode []string, seed int) {
+// echoOnce runs one echo and checks that it was carried over SDP, over shared memory when
+// shm is 1 and over the wire when it is 0.
+func echoOnce(t *testing.T, shim, bin string, mode []string, seed, shm int) {
 	cli, srv, dir := runCPair(t, shim, bin, mode, []string{strconv.Itoa(seed)},
 		[]string{strconv.Itoa(seed + 1000), strconv.Itoa(echoBytes)})
 	assert.Equal(t, fmt.Sprintf("ok %d\n", echoBytes), cli, "the client")
 	assert.Contains(t, srv, fmt.Sprintf("served %d\n", echoBytes))
-	assert.EqualValues(t, 1, readStats(t, dir, "client").n(t, "sdp_conns"), "over SDP")
+	st := readStats(t, dir, "client")
+	assert.EqualValues(t, 1, st.n(t, "sdp_conns"), "over SDP")
+	assert.EqualValues(t, shm, st.n(t, "shm_conns"), "over shared memory")
 }
 
 // runCPair runs a tests/c program's server (bin server PORT srvArgs...) and then its client
