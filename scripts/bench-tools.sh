@@ -5,7 +5,9 @@
 #   - iperf3, default and -l 16K: bandwidth (Mbit/s, receiver);
 #   - sockperf throughput, 64 B and 1 KiB: messages/s;
 #   - sockperf ping-pong, 64 B: the median latency (µs; lower is better);
-#   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes.
+#   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes;
+#   - ab -n 5000 -c 8 without keep-alive against nginx (2 workers, a 4 KiB page): requests/s,
+#     which is mostly connection set-up.
 # Each case runs TOOLS_RUNS times (default 2), TCP and libsdp alternating; one line per run
 # with the ratio libsdp/TCP (for latency, TCP's latency over libsdp's: above 1 is better).
 # libsdp runs over iWARP (iwarp: SDP_SHM=0) and with shared memory between the two ends
@@ -14,14 +16,17 @@
 #
 #   bash scripts/bench-tools.sh      (sockperf and NPtcp: bash scripts/install-bench-deps.sh)
 #   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4   TOOLS_CFGS="iwarp shm"
+#   TOOLS_CASES="iperf sockperf np ab"
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
 . "$here/lib.sh"
 
 require_build
-require_cmd ip iperf3 sockperf NPtcp timeout awk
+require_cmd ip iperf3 sockperf NPtcp ab timeout awk
+PATH=$PATH:/usr/sbin:/sbin require_cmd nginx
 nets=${TOOLS_NETS:-lo veth}
+cases=" ${TOOLS_CASES:-iperf sockperf np ab} "
 runs=${TOOLS_RUNS:-2}
 cfgs=${TOOLS_CFGS:-iwarp shm}
 secs=${TOOLS_SECONDS:-4}
@@ -121,34 +126,75 @@ np() {
 	stop_servers
 }
 
+# web NET CFG PORT: nginx (2 workers, no access log) serving a 4 KiB page, and ab's requests/s
+# over 5000 connections, 8 at a time, one request each; failed requests make it "-".
+web() {
+	local net=$1 cfg=$2 port=$3 d=$tmp/nginx.$cfg
+	place "$net"
+	mkdir -p "$d/www" "$d/tmp"
+	head -c 3072 /dev/urandom | base64 -w 64 >"$d/www/index.html"
+	chmod a+x "$tmp" && chmod -R a+rwX "$d"
+	cat >"$d/nginx.conf" <<CONF
+worker_processes 2;
+user nobody nogroup;
+pid $d/nginx.pid;
+error_log $d/error.log;
+events { use epoll; worker_connections 512; }
+http {
+	access_log off;
+	client_body_temp_path $d/tmp/body;
+	proxy_temp_path $d/tmp/proxy;
+	fastcgi_temp_path $d/tmp/fastcgi;
+	uwsgi_temp_path $d/tmp/uwsgi;
+	scgi_temp_path $d/tmp/scgi;
+	server { listen $addr:$port; root $d/www; }
+}
+CONF
+	serve "$net" "$cfg" "$port" "$(PATH=$PATH:/usr/sbin command -v nginx)" -p "$d" -c "$d/nginx.conf" \
+		-g 'daemon off; master_process on;'
+	client "$net" "$cfg" ab -q -n 5000 -c 8 "http://$addr:$port/index.html" |
+		awk '$1 == "Failed" && $3 > 0 { bad = 1 } $1 == "Non-2xx" { bad = 1 }
+			$1 == "Requests" && $2 == "per" { rps = $4 } END { print (bad || rps == "") ? "-" : rps }'
+	stop_servers
+}
+
 info "TCP and libsdp, ${secs}s per tool run, $runs runs; ratios libsdp/TCP (latency: TCP/libsdp)"
 for net in $nets; do
 	[[ $net == veth ]] && veth_up
 	for r in $(seq 1 "$runs"); do
 		declare -A v=()
 		for cfg in tcp $cfgs; do
-			p1=$(port_for "$net")
-			serve "$net" "$cfg" "$p1" iperf3 -s -p "$p1"
-			v[$cfg.iperf]=$(iperf "$net" "$cfg" "$p1")
-			v[$cfg.iperf16]=$(iperf "$net" "$cfg" "$p1" -l 16K)
-			stop_servers
-			p2=$(port_for "$net")
-			serve "$net" "$cfg" "$p2" sockperf server --tcp -i "$addr" -p "$p2"
-			v[$cfg.tp64]=$(sp_tp "$net" "$cfg" "$p2" 64)
-			v[$cfg.tp1k]=$(sp_tp "$net" "$cfg" "$p2" 1024)
-			v[$cfg.pp64]=$(sp_pp "$net" "$cfg" "$p2")
-			stop_servers
-			np "$net" "$cfg" "$(port_for "$net")"
+			if [[ $cases == *" iperf "* ]]; then
+				p1=$(port_for "$net")
+				serve "$net" "$cfg" "$p1" iperf3 -s -p "$p1"
+				v[$cfg.iperf]=$(iperf "$net" "$cfg" "$p1")
+				v[$cfg.iperf16]=$(iperf "$net" "$cfg" "$p1" -l 16K)
+				stop_servers
+			fi
+			if [[ $cases == *" sockperf "* ]]; then
+				p2=$(port_for "$net")
+				serve "$net" "$cfg" "$p2" sockperf server --tcp -i "$addr" -p "$p2"
+				v[$cfg.tp64]=$(sp_tp "$net" "$cfg" "$p2" 64)
+				v[$cfg.tp1k]=$(sp_tp "$net" "$cfg" "$p2" 1024)
+				v[$cfg.pp64]=$(sp_pp "$net" "$cfg" "$p2")
+				stop_servers
+			fi
+			if [[ $cases == *" np "* ]]; then np "$net" "$cfg" "$(port_for "$net")"; fi
+			if [[ $cases == *" ab "* ]]; then v[$cfg.ab]=$(web "$net" "$cfg" "$(port_for "$net")"); fi
 		done
 		for c in $cfgs; do
-			printf '%-4s %-5s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$c" "$r" \
-				"${v[$c.iperf]}" "${v[tcp.iperf]}" "$(ratio "${v[$c.iperf]}" "${v[tcp.iperf]}")" \
-				"${v[$c.iperf16]}" "${v[tcp.iperf16]}" "$(ratio "${v[$c.iperf16]}" "${v[tcp.iperf16]}")"
-			printf '%-4s %-5s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
-				"$net" "$c" "$r" "${v[$c.tp64]}" "${v[tcp.tp64]}" "$(ratio "${v[$c.tp64]}" "${v[tcp.tp64]}")" \
-				"${v[$c.tp1k]}" "${v[tcp.tp1k]}" "$(ratio "${v[$c.tp1k]}" "${v[tcp.tp1k]}")" \
-				"${v[$c.pp64]}" "${v[tcp.pp64]}" "$(ratio "${v[tcp.pp64]}" "${v[$c.pp64]}")"
-			if [[ -s $tmp/np.tcp && -s $tmp/np.$c ]]; then
+			[[ $cases == *" iperf "* ]] &&
+				printf '%-4s %-5s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$c" "$r" \
+					"${v[$c.iperf]}" "${v[tcp.iperf]}" "$(ratio "${v[$c.iperf]}" "${v[tcp.iperf]}")" \
+					"${v[$c.iperf16]}" "${v[tcp.iperf16]}" "$(ratio "${v[$c.iperf16]}" "${v[tcp.iperf16]}")"
+			[[ $cases == *" sockperf "* ]] &&
+				printf '%-4s %-5s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
+					"$net" "$c" "$r" "${v[$c.tp64]}" "${v[tcp.tp64]}" "$(ratio "${v[$c.tp64]}" "${v[tcp.tp64]}")" \
+					"${v[$c.tp1k]}" "${v[tcp.tp1k]}" "$(ratio "${v[$c.tp1k]}" "${v[tcp.tp1k]}")" \
+					"${v[$c.pp64]}" "${v[tcp.pp64]}" "$(ratio "${v[tcp.pp64]}" "${v[$c.pp64]}")"
+			if [[ $cases != *" np "* ]]; then
+				:
+			elif [[ -s $tmp/np.tcp && -s $tmp/np.$c ]]; then
 				paste "$tmp/np.tcp" "$tmp/np.$c" | awk -v net="$net" -v c="$c" -v r="$r" '
 					$2 > 0 { q[++n] = $5 / $2 }
 					END {
@@ -158,6 +204,10 @@ for net in $nets; do
 					}'
 			else
 				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
+			fi
+			if [[ $cases == *" ab "* ]]; then
+				printf '%-4s %-5s run %d  ab -n 5000 -c 8 nginx %s/%s req/s = %s\n' "$net" "$c" "$r" \
+					"${v[$c.ab]}" "${v[tcp.ab]}" "$(ratio "${v[$c.ab]}" "${v[tcp.ab]}")"
 			fi
 		done
 		unset v

@@ -17,6 +17,8 @@ declare -A need=(
 	[NPtcp]=netpipe-tcp
 	[sockperf]=sockperf
 	[perf]=linux-perf
+	[ab]=apache2-utils
+	[/usr/sbin/nginx]=nginx
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building, demonstrating and testing libsdp needs on a Debian machine:
 # curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
-# the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk, haproxy,
+# the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk, ab, haproxy,
 # postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich), the Debian packaging tools
 # make deb uses (dpkg-dev, binutils, lintian), and the Go modules named in go.mod.
 # Idempotent and non-interactive: when everything is present it only checks and returns.
@@ -35,6 +35,7 @@ declare -A need=(
 	[/usr/bin/memcslap]=libmemcached-tools
 	[/usr/sbin/nginx]=nginx
 	[wrk]=wrk
+	[ab]=apache2-utils
 	[/usr/sbin/haproxy]=haproxy
 	[/usr/lib/postgresql]=postgresql
 	[/usr/sbin/sshd]=openssh-server

@@ -461,12 +461,40 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 	return result;
 }
 
+/* epoll_plain waits in the kernel for a set that holds no SDP registration
+ * now. One it held may still fire there: a connection the application
+ * closed while registered keeps its socket (and its eventfd) open in the
+ * engine until the peer has everything, and the kernel keeps a registration
+ * until its file is released. Their tagged words are the shim's, never the
+ * application's: dropped, and the wait goes on for the time left. */
+static int epoll_plain(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask,
+		       int masked)
+{
+	int64_t deadline = timeout > 0 ? now_ms() + timeout : -1;
+	for (;;) {
+		int n = masked ? real.epoll_pwait(epfd, events, max, timeout, mask)
+			       : real.epoll_wait(epfd, events, max, timeout);
+		if (n <= 0)
+			return n;
+		int k = 0;
+		for (int j = 0; j < n; j++)
+			if ((events[j].data.u64 & EP_TAG_MASK) != EP_TAG)
+				events[k++] = events[j];
+		if (k || timeout == 0)
+			return k;
+		if (deadline >= 0 && (timeout = (int)(deadline - now_ms())) <= 0)
+			return 0;
+	}
+}
+
 EXPORT int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout)
 {
 	need_real();
 	struct epset *ep = epset_of(epfd);
-	if (!ep || !ep->n)
+	if (!ep)
 		return real.epoll_wait(epfd, events, max, timeout);
+	if (!ep->n)
+		return epoll_plain(epfd, events, max, timeout, NULL, 0);
 	return epoll_emulated(epfd, ep, events, max, timeout, NULL);
 }
 
@@ -474,8 +502,10 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeou
 {
 	need_real();
 	struct epset *ep = epset_of(epfd);
-	if (!ep || !ep->n)
+	if (!ep)
 		return real.epoll_pwait(epfd, events, max, timeout, mask);
+	if (!ep->n)
+		return epoll_plain(epfd, events, max, timeout, mask, 1);
 	return epoll_emulated(epfd, ep, events, max, timeout, mask);
 }
 
@@ -485,7 +515,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const str
 	need_real();
 	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
 	struct epset *ep = epset_of(epfd);
-	if (!ep || !ep->n) {
+	if (!ep) {
 		static int (*pw2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 		if (!pw2)
 			pw2 = dlsym(RTLD_NEXT, "epoll_pwait2");
@@ -493,5 +523,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const str
 			return pw2(epfd, events, max, ts, mask);
 		return real.epoll_pwait(epfd, events, max, tmo, mask);
 	}
+	if (!ep->n)
+		return epoll_plain(epfd, events, max, tmo, mask, 1);
 	return epoll_emulated(epfd, ep, events, max, tmo, mask);
 }

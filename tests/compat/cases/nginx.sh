@@ -1,8 +1,10 @@
 # shellcheck shell=bash disable=SC2034 # the framework reads these variables by name
 # nginx, a master and 2 workers (accept_mutex off: the workers wait on the listener with
-# EPOLLEXCLUSIVE), sendfile on: curl downloads a 100 MiB file (sha256) and wrk requests a
-# small page over 8 connections for 3 s (every response must be 200).
-nginx_LABEL="nginx (2 workers, EPOLLEXCLUSIVE, sendfile) ↔ curl, wrk"
+# EPOLLEXCLUSIVE), sendfile on: curl downloads a 100 MiB file (sha256), wrk requests a
+# small page over 8 connections for 3 s (every response must be 200), and ab makes 5000
+# connections, 8 at a time, one request each (no keep-alive: nginx closes each connection while
+# it is still in its epoll set); no worker may die.
+nginx_LABEL="nginx (2 workers, EPOLLEXCLUSIVE, sendfile) ↔ curl, wrk, ab"
 nginx_MIXED=server
 nginx_SDPSTAT=nginx
 
@@ -68,8 +70,19 @@ CONF
 	local reqs
 	reqs=$(awk '$2 == "requests" && $3 == "in" { print $1 }' "$D/wrk.out")
 	((${reqs:-0} > 0)) || fail "wrk completed no request"
+	rc=0
+	timeout -k 3 60 env "${CLI[@]}" ab -q -n 5000 -c 8 "http://127.0.0.1:$port/index.html" \
+		>"$D/ab.out" 2>&1 || rc=$?
+	((rc == 0)) || fail "ab exited with $rc: $(tail -c 300 "$D/ab.out")"
+	local done_ failed
+	done_=$(awk '$1 == "Complete" && $2 == "requests:" { print $3 }' "$D/ab.out")
+	failed=$(awk '$1 == "Failed" && $2 == "requests:" { print $3 }' "$D/ab.out")
+	[[ $done_ == 5000 && $failed == 0 ]] || fail "ab: ${done_:-no} complete, ${failed:-?} failed requests"
+	grep -q 'exited on signal' "$D/error.log" && fail "nginx: $(grep -m 1 'exited on signal' "$D/error.log")"
 	# SIGQUIT: graceful shutdown, the workers exit normally (and print their statistics)
 	stop_bg "$srv" QUIT
 	RATE=$(awk '$1 == "Requests/sec:" { printf "%.0f", $2 }' "$D/wrk.out") RATE_UNIT="req/s"
-	printf '    curl 100 MiB: %.0f MB/s; wrk: %s requests, %s req/s\n' "$(awk -v s="${speed:-0}" 'BEGIN { print s / 1e6 }')" "$reqs" "$RATE"
+	printf '    curl 100 MiB: %.0f MB/s; wrk: %s requests, %s req/s; ab, a connection per request: %s req/s\n' \
+		"$(awk -v s="${speed:-0}" 'BEGIN { print s / 1e6 }')" "$reqs" "$RATE" \
+		"$(awk '$1 == "Requests" && $2 == "per" { printf "%.0f", $4 }' "$D/ab.out")"
 }
