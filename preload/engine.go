@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -125,6 +126,15 @@ func initEngine(c engineConfig) {
 	logf(levelDebug, "settings (engine): %s", settings.Line(read)) // tests/TestSettingsAgree reads it
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
+	if os.Getenv("GOMAXPROCS") == "" {
+		// The application's thread keeps a P of the engine's runtime
+		// between its calls (a cgo callback returns to C as into a system
+		// call). One P more than the default leaves one idle for the
+		// engine's goroutines; without it the runtime's monitor takes Ps
+		// from threads in system calls every 20 µs and wakes threads to
+		// run them: a third of what a connection cost a server.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	}
 	sdpcore.OnBadTransition = func(fd int, from, to string) {
 		logf(levelError, "internal error on fd %d: state %s cannot move to %s", fd, from, to)
 	}
@@ -453,7 +463,7 @@ func closeConn(fd int) {
 	}
 	// The application's descriptor is about to be closed; keep the socket
 	// open on a descriptor of our own until the peer has seen everything.
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, highFd())
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, sdpcore.FdFloor)
 	if err != nil {
 		logf(levelWarn, "fd %d: cannot keep the socket for a clean close: %v", fd, err)
 		account(c)
@@ -470,10 +480,9 @@ func closeConn(fd int) {
 			settling(-1)
 		})
 	}
-	goSafe(func() {
-		defer account(c)
-		defer settled()
-		c.Linger(dup, now.Add(coreCfg.Linger), settled)
+	linger(c.StartLinger(dup, now.Add(coreCfg.Linger), settled), func() {
+		settled()
+		account(c)
 	})
 }
 
@@ -552,6 +561,19 @@ func goneErr(fd int) unix.Errno {
 
 // goSafe runs f on a goroutine of its own; a panic in it is logged and
 // counted like one in a call, instead of ending the host program.
+// background runs c's background work (sdpcore.Conn.Background) once
+// sdpcore.BgPause has passed, unless the connection is done with it by then.
+func background(c *sdpcore.Conn) {
+	time.AfterFunc(sdpcore.BgPause, func() {
+		defer func() {
+			if r := recover(); r != nil {
+				onPanic(-1, r)
+			}
+		}()
+		c.Background(coreCfg.Linger)
+	})
+}
+
 func goSafe(f func()) {
 	go func() {
 		defer func() {

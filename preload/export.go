@@ -81,7 +81,7 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	}
 	n, err := c.Send(iovecs(iov, cnt), time.Now())
 	if c.NeedsBackground() { // bytes the kernel could not take: flush them without waiting for a call
-		goSafe(func() { c.Background(coreCfg.Linger) })
+		background(c)
 	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
@@ -116,7 +116,7 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 	}
 	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
 	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
-		goSafe(func() { c.Background(coreCfg.Linger) })
+		background(c)
 	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
@@ -161,7 +161,7 @@ func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	}
 	n := c.CancelSend(b)
 	if c.NeedsBackground() { // the rest of the offer, without waiting for a call
-		goSafe(func() { c.Background(coreCfg.Linger) })
+		background(c)
 	}
 	return C.int64_t(n)
 }
@@ -239,7 +239,7 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 	}
 	err := c.Shutdown(how == unix.SHUT_RD || how == unix.SHUT_RDWR, how == unix.SHUT_WR || how == unix.SHUT_RDWR, time.Now())
 	if c.NeedsBackground() { // held data and DisConn must not wait for another call
-		goSafe(func() { c.Background(coreCfg.Linger) })
+		background(c)
 	}
 	return C.int(result(int(fd), c, 0, err))
 }

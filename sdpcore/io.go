@@ -362,17 +362,19 @@ func (c *Conn) NeedsBackground() bool {
 	return true
 }
 
-// bgPause is how long the background goroutine lets the application's own
-// calls do the work before it steps in: a program that keeps writing flushes
-// its own queue, one that went away gets it flushed anyway.
-const bgPause = 5 * time.Millisecond
+// BgPause is how long the background work waits for the application's own
+// calls before it steps in: a program that keeps writing flushes its own
+// queue, one that went away gets it flushed anyway. The caller of
+// NeedsBackground runs Background after BgPause (a timer, not a sleeping
+// goroutine: most connections need none by then, and a goroutine started
+// from the application's thread costs a thread's wake-up).
+const BgPause = 5 * time.Millisecond
 
 // Background drives the connection until the work NeedsBackground saw is
 // done, the connection ends or is closed, or limit passes.
 func (c *Conn) Background(limit time.Duration) {
 	until := time.Now().Add(limit)
 	for {
-		time.Sleep(bgPause)
 		now := time.Now()
 		c.mu.Lock()
 		if !c.closed {
@@ -394,6 +396,7 @@ func (c *Conn) Background(limit time.Duration) {
 		c.mu.Unlock()
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		_, _ = unix.Poll(pfd, 50)
+		time.Sleep(BgPause)
 	}
 }
 
@@ -858,64 +861,6 @@ func (c *Conn) abort() {
 		_ = c.flush()
 	}
 	c.fail(unix.ECONNRESET)
-}
-
-// Linger finishes a closed connection on fd, a duplicate of its socket: it
-// sends what is queued and DisConn, and waits for the peer's DisConn so that
-// the peer's last credit updates never meet a closed socket (which would
-// reset the connection and lose data the peer has not read yet). When both
-// DisConns have passed but the peer may still acknowledge (peerQuiet), it
-// ends the TCP stream (a FIN, the socket still reading) and waits for the
-// peer's end in turn: the peer's engine, at the end of our stream, sends
-// nothing more and lets its socket close; two ends that close together
-// both finish so. It closes fd when done or at until.
-func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
-	ownFd(fd, true)
-	defer closeOwn(fd)
-	c.mu.Lock()
-	c.tr.SetFd(fd)
-	c.releaseWaiter()
-	c.mu.Unlock()
-	finSent := false
-	lastRx, lastMove := uint64(0), time.Now()
-	for {
-		now := time.Now()
-		c.mu.Lock()
-		c.progress(now)
-		c.queueDisConn()
-		_ = c.flush()
-		done := c.finished()
-		if c.stats.MsgsRx != lastRx || !c.handed() {
-			lastRx, lastMove = c.stats.MsgsRx, now
-		}
-		settled := onSettled != nil && (c.settled() || now.Sub(lastMove) >= SettleIdle)
-		if !done && !finSent && c.disSent() && c.tr.TxPending() == 0 && c.peerDis() {
-			_ = unix.Shutdown(fd, unix.SHUT_WR)
-			finSent = true
-		}
-		var ev int16 = unix.POLLIN
-		if c.tr.TxPending() > 0 {
-			ev |= c.roomEvent()
-		}
-		c.releaseQueue()
-		c.mu.Unlock()
-		if settled {
-			onSettled()
-			onSettled = nil
-		}
-		if done || !now.Before(until) {
-			return
-		}
-		ms := int(until.Sub(now) / time.Millisecond)
-		if ms > 1000 {
-			ms = 1000
-		}
-		if onSettled != nil && ms > int(SettleIdle/time.Millisecond)/5 {
-			ms = int(SettleIdle/time.Millisecond) / 5 // look again for SettleIdle
-		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
-		_, _ = unix.Poll(pfd, ms+1)
-	}
 }
 
 // SetFd moves the connection to another descriptor of the same socket, when
