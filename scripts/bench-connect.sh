@@ -4,9 +4,11 @@
 #   - connection rate: one client process makes N connections in a row to one server process
 #     (connect, 1 byte each way, close; both Python), per connection: median and mean, and the
 #     median of each call (socket, connect, the first send, the first receive, close): under
-#     libsdp the first send waits for the accepting side's MPA Request and answers it;
+#     libsdp the first send waits for the accepting side's MPA Request and answers it; and the
+#     CPU time each process spent per connection (user and system, every thread);
 #   - time to first byte of a fresh curl process against python3 -m http.server (median of R).
-# BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build, e.g. the one before a
+# libsdp runs with its default (shared memory between two processes of this host) and over iWARP
+# (SDP_SHM=0). BASE_SHIM=path/to/other/libsdp.so adds the same rows for another build, e.g. the one before a
 # change, with the libsdp-engine.so beside it (else build/libsdp-engine.so).
 #
 #   bash scripts/bench-connect.sh [N=2000] [R=20]
@@ -35,11 +37,14 @@ while True:
     c.close()
 EOF
 cat >"$tmp/client.py" <<'EOF'
-import socket, sys, time, statistics
+import resource, socket, sys, time, statistics
 port, n = int(sys.argv[1]), int(sys.argv[2])
 phases = ("socket", "connect", "send", "recv", "close")
 ts, ph = [], {k: [] for k in phases}
-for _ in range(n):
+for i in range(n):
+    if i == n // 10:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        cpu0 = ru.ru_utime + ru.ru_stime
     t = [time.perf_counter()]
     c = socket.socket()
     t.append(time.perf_counter())
@@ -55,7 +60,9 @@ for _ in range(n):
     for i, k in enumerate(phases):
         ph[k].append(t[i + 1] - t[i])
 ts = ts[n // 10:]  # the first tenth warms up
-print("median_us=%.1f mean_us=%.1f conns_per_s=%.0f" % (statistics.median(ts) * 1e6, statistics.mean(ts) * 1e6, len(ts) / sum(ts)),
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print("median_us=%.1f mean_us=%.1f conns_per_s=%.0f client_cpu_us=%.1f" % (statistics.median(ts) * 1e6, statistics.mean(ts) * 1e6, len(ts) / sum(ts),
+      (ru.ru_utime + ru.ru_stime - cpu0) * 1e6 / len(ts)),
       " ".join("%s_us=%.1f" % (k, statistics.median(v[n // 10:]) * 1e6) for k, v in ph.items()))
 EOF
 
@@ -70,16 +77,23 @@ wait_ready() {
 }
 
 # row NAME SHIM: SHIM "" is plain TCP.
+# cpu_ticks PID: the user and system time PID has used, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 row() {
 	local name=$1 so=$2 pre=() port eng=$LIBSDP_ENGINE
+	shift 2
 	[[ -n $so && -f $(dirname "$so")/libsdp-engine.so ]] && eng=$(dirname "$so")/libsdp-engine.so
-	[[ -n $so ]] && pre=(LD_PRELOAD="$so" SDP_ENGINE="$eng")
+	[[ -n $so ]] && pre=(LD_PRELOAD="$so" SDP_ENGINE="$eng" "$@")
 	port=$(free_port)
 	start_bg "$tmp/srv.out" "${pre[@]}" "$PYTHON" -u "$tmp/server.py" "$port"
 	local srv=$BG_PID
 	wait_ready "$tmp/srv.out"
-	local rate
+	local rate t0 t1
+	t0=$(cpu_ticks "$srv")
 	rate=$(env -u LD_PRELOAD "${pre[@]}" "$PYTHON" "$tmp/client.py" "$port" "$n")
+	t1=$(cpu_ticks "$srv")
+	rate+=" server_cpu_us=$(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')"
 	stop_proc "$srv"
 	port=$(free_port)
 	start_bg "$tmp/http.out" "${pre[@]}" "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp" "$port"
@@ -111,5 +125,6 @@ stop_proc "$twin"
 info "$n connections per row (the first tenth not counted), $r curl processes; 127.0.0.1"
 row tcp ""
 row libsdp "$LIBSDP_SO"
+row sdp-iwarp "$LIBSDP_SO" SDP_SHM=0
 [[ -n ${BASE_SHIM:-} ]] && row base "$BASE_SHIM"
 exit 0
