@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -183,9 +184,21 @@ func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
 			return -errnoEIOResult
 		}
 	} else {
+		var peer netip.AddrPort
+		watch := cfg.SameHost
+		if watch {
+			var short bool
+			if peer, short = shortPeer(fd); short {
+				cfg.SameHostOff = "the last connections to this peer were short"
+			}
+			watch = peer.IsValid()
+		}
 		c = sdpcore.NewActive(fd, cfg, time.Now())
 		if patient {
 			c.SetPatient()
+		}
+		if watch {
+			watchShort(c, peer)
 		}
 	}
 	mu.Lock()
@@ -224,6 +237,7 @@ func account(c *sdpcore.Conn) {
 }
 
 func accountLocked(c *sdpcore.Conn) {
+	endShort(c)
 	closedMu.Lock()
 	addStats(&closedStats, c)
 	closedMu.Unlock()

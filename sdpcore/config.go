@@ -33,6 +33,7 @@ type Config struct {
 	Progress         Progress      // local: who moves data between the application's calls
 	ZCopyThreshold   int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
 	SameHost         bool          // offer and take shared memory with a peer on this host (samehost.go)
+	SameHostOff      string        // when set, this connection offers no shared memory, for this reason
 	PollSpin         time.Duration // how long a blocking call polls shared memory before it sleeps (Conn.Spin)
 	// SndBuf and RcvBuf are the application's SO_SNDBUF and SO_RCVBUF on
 	// the socket when the connection starts (0: not set; bufsize.go).

@@ -81,6 +81,8 @@ func (c *Conn) offerSameHost(ha *HelloAck) {
 	switch {
 	case !c.cfg.SameHost:
 		c.stats.SameHostNote = "off here (SDP_SHM=0)"
+	case c.cfg.SameHostOff != "":
+		c.stats.SameHostNote = c.cfg.SameHostOff
 	case !ok:
 		c.stats.SameHostNote = "transport without shared memory"
 	case c.fc.ring():

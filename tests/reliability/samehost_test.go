@@ -373,7 +373,11 @@ func TestHostileSharedMemory(t *testing.T) {
 	srv.stopGently(10 * time.Second)
 	st := statsOf(t, dir, "server")
 	assert.Zero(t, st["panics"], "no engine panic")
-	assert.GreaterOrEqual(t, st["shm_conns"], int64(1+tried+70), "every connection, hostile or preloaded, took shared memory")
+	// Each preloaded client offers shared memory on its first 4 connections; its later ones, as
+	// short, stay on iWARP (docs/PROTOCOL.md, "Same host"). Those 8 are enough to show that
+	// the server still takes regions after the attacks.
+	assert.GreaterOrEqual(t, st["shm_conns"], int64(1+tried+2*4),
+		"every hostile connection and each preloaded client's first 4 took shared memory")
 	assert.Less(t, rss1-rss0, int64(64<<10), "server memory growth (KiB)")
 	// Each ended connection is one warning naming why; the broken rings among them.
 	reasons := map[string]int{}

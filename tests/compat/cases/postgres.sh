@@ -50,9 +50,12 @@ for g in range(1, 20001):
     h.update((hashlib.md5(str(g).encode()).hexdigest() * 32 + "\n").encode())
 print(h.hexdigest())')
 	[[ $got == "$want" ]] || fail "psql: the 20 MB result differs (sha256)"
-	# The work above can pass between two sdpstat snapshots: a session held for a second,
-	# until one has shown the server's SDP sockets.
-	sdpstat_await postgres 30 timeout -k 3 10 env "${CLI[@]}" psql -X -At "${conn[@]}" -c "select pg_sleep(1)" postgres
+	# The work above can pass between two sdpstat snapshots: a session held for 3 s, until one
+	# has shown the server's SDP sockets. Not 1 s: a backend publishes its sockets 0.5 s after
+	# its engine starts, and on a loaded machine one snapshot (sdpstat, then the processes'
+	# ancestry read from /proc) takes most of a second, so a backend of a 1 s session was gone
+	# before its ancestry was read and did not count as the server's.
+	sdpstat_await postgres 30 timeout -k 3 10 env "${CLI[@]}" psql -X -At "${conn[@]}" -c "select pg_sleep(3)" postgres
 	# SIGINT: fast shutdown
 	stop_bg "$srv" INT 20
 	RATE=$(awk '/^tps = / { printf "%.0f", $3 }' "$D/bench.out") RATE_UNIT="tps"

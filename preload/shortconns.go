@@ -1,0 +1,79 @@
+package main
+
+import (
+	"net/netip"
+	"sync"
+
+	"libsdp/sdpcore"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shared memory's set-up (a rendezvous socket and a region for each connection) costs a
+// connection about twice iWARP's CPU and its first message a wait for the accepting side's
+// choice; a connection that carries a few KiB and closes, as HTTP without keep-alive does, never
+// earns that back. So a connecting side whose last shortRun connections to one peer each ended
+// having carried less than shortBytes offers no shared memory to it (sdpstat and the log say
+// why), until one of its connections to that peer carries more. A process's first connections
+// to a peer always offer it.
+const (
+	shortBytes = 64 << 10
+	shortRun   = 4
+	shortPeers = 1024 // peers remembered; beyond that the table starts again
+)
+
+var shorts struct {
+	mu    sync.Mutex
+	run   map[netip.AddrPort]int           // consecutive short connections, by peer
+	peers map[*sdpcore.Conn]netip.AddrPort // connecting sides made while the table watched
+}
+
+// shortPeer returns fd's peer and whether its recent connections were all short.
+func shortPeer(fd int) (netip.AddrPort, bool) {
+	sa, err := unix.Getpeername(fd)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	var peer netip.AddrPort
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		peer = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		peer = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
+	default:
+		return netip.AddrPort{}, false
+	}
+	shorts.mu.Lock()
+	defer shorts.mu.Unlock()
+	return peer, shorts.run[peer] >= shortRun
+}
+
+// watchShort remembers that c is a connecting side to peer.
+func watchShort(c *sdpcore.Conn, peer netip.AddrPort) {
+	shorts.mu.Lock()
+	if shorts.peers == nil {
+		shorts.peers = make(map[*sdpcore.Conn]netip.AddrPort)
+	}
+	shorts.peers[c] = peer
+	shorts.mu.Unlock()
+}
+
+// endShort records how much c, at its end, carried.
+func endShort(c *sdpcore.Conn) {
+	shorts.mu.Lock()
+	defer shorts.mu.Unlock()
+	peer, ok := shorts.peers[c]
+	if !ok {
+		return
+	}
+	delete(shorts.peers, c)
+	s := c.Stats()
+	if s.PayloadTx+s.PayloadRx >= shortBytes {
+		delete(shorts.run, peer)
+		return
+	}
+	if shorts.run == nil || len(shorts.run) >= shortPeers {
+		shorts.run = make(map[netip.AddrPort]int)
+	}
+	shorts.run[peer]++
+}
