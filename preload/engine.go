@@ -59,7 +59,7 @@ var (
 
 	mu        sync.RWMutex
 	conns     = map[int]*sdpcore.Conn{}
-	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing
+	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing (lingerMu)
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 	early     = map[int][]byte{}          // bytes a connection that fell back still owes the peer
 	// bufSizes holds the application's SO_SNDBUF and SO_RCVBUF given for a
@@ -70,6 +70,12 @@ var (
 	// dead holds the descriptors whose connection an internal error ended:
 	// until the application closes one, its calls get the error, not EBADF.
 	dead = map[int]unix.Errno{}
+
+	// lingerMu guards lingering and settledOrIdle, apart from mu: the
+	// goroutine that finishes closed connections (linger.go) takes it, and
+	// a writer's lock on mu there made every application thread's next
+	// call wait for it and wake it. Order: mu, lingerMu, closedMu.
+	lingerMu sync.Mutex
 
 	// Totals of closed connections; live ones are added when reporting.
 	closedMu    sync.Mutex
@@ -226,14 +232,16 @@ func detach(fd int) *sdpcore.Conn {
 }
 
 // account adds a connection that left the tables to the totals. Moving a
-// connection out of conns or lingering and into the totals happens under mu
-// in one step, so that a statistics line never misses one in between.
+// connection out of conns or lingering and into the totals happens under
+// the locks of both in one step (conns: mu; lingering: lingerMu; totals:
+// closedMu), so that a statistics line, which takes all three, never misses
+// one in between.
 func account(c *sdpcore.Conn) {
-	mu.Lock()
+	lingerMu.Lock()
 	delete(lingering, c)
 	delete(settledOrIdle, c)
 	accountLocked(c)
-	mu.Unlock()
+	lingerMu.Unlock()
 }
 
 func accountLocked(c *sdpcore.Conn) {
@@ -408,6 +416,7 @@ const exitFlushMax = 10 * time.Second
 // do not wait.
 func flushAtExit(max time.Duration) {
 	mu.Lock()
+	lingerMu.Lock()
 	open := make([]int, 0, len(conns))
 	all := make([]*sdpcore.Conn, 0, len(conns)+len(lingering))
 	for fd, c := range conns {
@@ -417,6 +426,7 @@ func flushAtExit(max time.Duration) {
 	for c := range lingering {
 		all = append(all, c)
 	}
+	lingerMu.Unlock()
 	mu.Unlock()
 	for _, c := range all {
 		c.WithdrawSameHost() // what waits for the peer's answer goes to the kernel
@@ -426,7 +436,7 @@ func flushAtExit(max time.Duration) {
 	}
 	deadline := time.Now().Add(max)
 	for {
-		mu.Lock()
+		lingerMu.Lock()
 		var waiting *sdpcore.Conn
 		for c := range lingering {
 			if !settledOrIdle[c] && !c.Settled() {
@@ -434,7 +444,7 @@ func flushAtExit(max time.Duration) {
 				break
 			}
 		}
-		mu.Unlock()
+		lingerMu.Unlock()
 		if waiting == nil {
 			return
 		}
@@ -454,7 +464,9 @@ func closeConn(fd int) {
 	delete(conns, fd)
 	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)
 	if c != nil && !shared {
+		lingerMu.Lock()
 		lingering[c] = true // counted until account moves it to the totals
+		lingerMu.Unlock()
 	}
 	mu.Unlock()
 	if c == nil || shared {
@@ -488,9 +500,9 @@ func closeConn(fd int) {
 	var once sync.Once
 	settled := func() {
 		once.Do(func() {
-			mu.Lock()
+			lingerMu.Lock()
 			settledOrIdle[c] = true
-			mu.Unlock()
+			lingerMu.Unlock()
 			settling(-1)
 		})
 	}
@@ -601,6 +613,7 @@ func goSafe(f func()) {
 
 func statsLine() string {
 	mu.RLock()
+	lingerMu.Lock()
 	closedMu.Lock()
 	t := closedStats
 	closedMu.Unlock()
@@ -610,6 +623,7 @@ func statsLine() string {
 	for c := range lingering {
 		addStats(&t, c)
 	}
+	lingerMu.Unlock()
 	mu.RUnlock()
 	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d direct_placed_rx=%d zcopy_read_sends=%d zcopy_cancels=%d zcopy_tx=%d zcopy_rx=%d zcopy_sink_avails=%d zcopy_write_sends=%d zcopy_write_rx=%d tx_records=%d shm_conns=%d shm_bells_rung=%d shm_bells_heard=%d shm_polls=%d shm_poll_hits=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
 		t.sdpConns, t.fpdusTx, t.fpdusRx, t.markersTx, t.markersRx, t.crcBytesRx, t.crcErrors,

@@ -140,9 +140,11 @@ func snapshot() *statsfile.Process {
 		byFd[fd] = c
 	}
 	var closing []*sdpcore.Conn
+	lingerMu.Lock()
 	for c := range lingering {
 		closing = append(closing, c)
 	}
+	lingerMu.Unlock()
 	mu.RUnlock()
 
 	seen := map[*sdpcore.Conn]statsfile.Socket{}
