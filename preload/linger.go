@@ -135,6 +135,7 @@ func lingerLoop() {
 		logf(levelWarn, "linger set: %v", err)
 	}
 	nextScan := time.Now()
+	var deadline time.Time // the file's read deadline, as last set
 	for {
 		now := time.Now()
 		due = due[:0]
@@ -162,7 +163,12 @@ func lingerLoop() {
 		case len(due) > 0:
 			look(uintptr(lingers.epfd))
 		case rc != nil:
-			_ = lingers.file.SetReadDeadline(nextScan)
+			if !nextScan.Equal(deadline) {
+				// Only when it moved: each setting resets a runtime
+				// timer, which may wake the thread in the poller.
+				deadline = nextScan
+				_ = lingers.file.SetReadDeadline(deadline)
+			}
 			if err := rc.Read(look); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				logf(levelWarn, "linger set: %v", err)
 				rc = nil // wait in epoll_wait from now on

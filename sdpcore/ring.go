@@ -33,7 +33,15 @@ import (
 const ringMsgMax = 256 << 10
 
 func (c *Conn) makeRing() error {
-	c.ring = make([]byte, c.cfg.RecvBufs*c.cfg.BufSize)
+	size := c.cfg.RecvBufs * c.cfg.BufSize
+	if l := kernelBufSize(c.cfg.RcvBuf); l > 0 && l < size {
+		// The application's SO_RCVBUF bounds what the peer may write
+		// ahead of its reads, as it bounds TCP's window (bufsize.go): an
+		// engine draining the socket in the background would otherwise
+		// take a whole default ring that the application never reads.
+		size = l
+	}
+	c.ring = make([]byte, size)
 	stag, err := c.tr.Register(c.ring, AccessRemoteWrite|AccessLocalWrite)
 	if err != nil {
 		c.ring = nil
