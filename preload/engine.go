@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -190,22 +189,12 @@ func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
 			return -errnoEIOResult
 		}
 	} else {
-		var peer netip.AddrPort
-		watch := cfg.SameHost
-		if watch {
-			var short bool
-			if peer, short = shortPeer(fd); short {
-				cfg.SameHostOff = "the last connections to this peer were short"
-			}
-			watch = peer.IsValid()
-		}
+		peer := shortPeer(fd, &cfg)
 		c = sdpcore.NewActive(fd, cfg, time.Now())
 		if patient {
 			c.SetPatient()
 		}
-		if watch {
-			watchShort(c, peer)
-		}
+		watchShort(c, peer)
 	}
 	mu.Lock()
 	old := conns[fd]
@@ -585,30 +574,24 @@ func goneErr(fd int) unix.Errno {
 	return unix.EBADF
 }
 
-// goSafe runs f on a goroutine of its own; a panic in it is logged and
-// counted like one in a call, instead of ending the host program.
 // background runs c's background work (sdpcore.Conn.Background) once
 // sdpcore.BgPause has passed, unless the connection is done with it by then.
 func background(c *sdpcore.Conn) {
-	time.AfterFunc(sdpcore.BgPause, func() {
-		defer func() {
-			if r := recover(); r != nil {
-				onPanic(-1, r)
-			}
-		}()
-		c.Background(coreCfg.Linger)
-	})
+	time.AfterFunc(sdpcore.BgPause, func() { safely(func() { c.Background(coreCfg.Linger) }) })
 }
 
-func goSafe(f func()) {
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				onPanic(-1, r)
-			}
-		}()
-		f()
+// goSafe runs f on a goroutine of its own (safely).
+func goSafe(f func()) { go safely(f) }
+
+// safely runs f; a panic in it is logged and counted like one in a call,
+// instead of ending the host program.
+func safely(f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			onPanic(-1, r)
+		}
 	}()
+	f()
 }
 
 func statsLine() string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"libsdp/sdpcore"
@@ -27,7 +28,8 @@ type lingerEntry struct {
 var lingers struct {
 	once    sync.Once
 	epfd    int
-	file    *os.File // epfd, for the runtime's poller: lingerLoop holds no thread while it waits
+	file    *os.File        // epfd, for the runtime's poller: lingerLoop holds no thread while it waits
+	rc      syscall.RawConn // file's
 	err     error
 	mu      sync.Mutex
 	entries map[uint64]*lingerEntry // by id, the epoll data word: a descriptor's number is reused
@@ -48,26 +50,7 @@ func linger(l *sdpcore.Lingering, finish func()) {
 		e.release()
 		return
 	}
-	lingers.once.Do(func() {
-		lingers.epfd, lingers.err = unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if lingers.err == nil {
-			// Away from the application's numbers, and kept from its close.
-			if hi, err := unix.FcntlInt(uintptr(lingers.epfd), unix.F_DUPFD_CLOEXEC, sdpcore.FdFloor); err == nil {
-				unix.Close(lingers.epfd)
-				lingers.epfd = hi
-			}
-			if sdpcore.OwnFd != nil {
-				sdpcore.OwnFd(lingers.epfd, true)
-			}
-			if lingers.err = unix.SetNonblock(lingers.epfd, true); lingers.err == nil {
-				lingers.file = os.NewFile(uintptr(lingers.epfd), "linger set")
-			}
-		}
-		if lingers.err == nil {
-			lingers.entries = make(map[uint64]*lingerEntry)
-			goSafe(lingerLoop)
-		}
-	})
+	lingers.once.Do(openLingerSet)
 	if lingers.err == nil {
 		e.deadline = time.Now().Add(wait)
 		lingers.mu.Lock()
@@ -84,8 +67,33 @@ func linger(l *sdpcore.Lingering, finish func()) {
 		lingers.mu.Unlock()
 		logf(levelWarn, "fd %d: linger set: %v", l.Fd(), err)
 	}
-	// No epoll set: this connection gets a goroutine of its own.
-	goSafe(func() { lingerAlone(e, ev, wait) })
+	e.alone()
+}
+
+// openLingerSet makes the epoll set, away from the application's numbers
+// and kept from its close, and starts lingerLoop on it.
+func openLingerSet() {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		lingers.err = err
+		return
+	}
+	if hi, err := unix.FcntlInt(uintptr(epfd), unix.F_DUPFD_CLOEXEC, sdpcore.FdFloor); err == nil {
+		unix.Close(epfd)
+		epfd = hi
+	}
+	if sdpcore.OwnFd != nil {
+		sdpcore.OwnFd(epfd, true)
+	}
+	if lingers.err = unix.SetNonblock(epfd, true); lingers.err != nil {
+		return
+	}
+	lingers.epfd, lingers.file = epfd, os.NewFile(uintptr(epfd), "linger set")
+	if lingers.rc, lingers.err = lingers.file.SyscallConn(); lingers.err != nil {
+		return
+	}
+	lingers.entries = make(map[uint64]*lingerEntry)
+	goSafe(lingerLoop)
 }
 
 // arm (re)registers e's socket for one report of ev.
@@ -97,13 +105,9 @@ func arm(op int, e *lingerEntry, id uint64, ev int16) error {
 
 // stepLinger runs one step of e; a panic in it ends the connection as done.
 func stepLinger(e *lingerEntry, now time.Time) (done bool, ev int16, wait time.Duration) {
-	defer func() {
-		if r := recover(); r != nil {
-			onPanic(-1, r)
-			done = true
-		}
-	}()
-	return e.l.Step(now)
+	done = true
+	safely(func() { done, ev, wait = e.l.Step(now) })
+	return done, ev, wait
 }
 
 // release closes e's socket and finishes it.
@@ -112,30 +116,28 @@ func (e *lingerEntry) release() {
 	e.finish()
 }
 
-// lingerAlone finishes e in a goroutine of its own.
-func lingerAlone(e *lingerEntry, ev int16, wait time.Duration) {
-	for {
-		pfd := []unix.PollFd{{Fd: int32(e.l.Fd()), Events: ev}}
-		_, _ = unix.Poll(pfd, int(wait/time.Millisecond)+1)
-		var done bool
-		if done, ev, wait = stepLinger(e, time.Now()); done {
-			e.release()
-			return
-		}
-	}
+// alone finishes e in a goroutine of its own, for when the set cannot.
+func (e *lingerEntry) alone() {
+	goSafe(func() {
+		defer e.finish()
+		e.l.Finish()
+	})
 }
 
 // lingerLoop steps the connections whose sockets reported, and those whose
-// deadline passed, until the process ends.
+// deadline passed, until the process ends. It waits in the runtime's
+// poller, not in epoll_wait: a goroutine blocked in a system call holds a P,
+// which the runtime's monitor then hands off every 20 µs.
 func lingerLoop() {
 	events := make([]unix.EpollEvent, 64)
 	var due []uint64
-	rc, err := lingers.file.SyscallConn()
-	if err != nil {
-		logf(levelWarn, "linger set: %v", err)
-	}
 	nextScan := time.Now()
 	var deadline time.Time // the file's read deadline, as last set
+	n := 0
+	look := func(fd uintptr) bool {
+		n, _ = unix.EpollWait(int(fd), events, 0)
+		return n > 0
+	}
 	for {
 		now := time.Now()
 		due = due[:0]
@@ -151,32 +153,20 @@ func lingerLoop() {
 			}
 			lingers.mu.Unlock()
 		}
-		// A wait in the runtime's poller, not in epoll_wait: a goroutine
-		// blocked in a system call holds a P, and the runtime's monitor
-		// then hands it off every 20 µs.
-		n := 0
-		look := func(fd uintptr) bool {
-			n, _ = unix.EpollWait(int(fd), events, 0)
-			return n > 0
-		}
-		switch {
-		case len(due) > 0:
+		if len(due) > 0 {
 			look(uintptr(lingers.epfd))
-		case rc != nil:
+		} else {
 			if !nextScan.Equal(deadline) {
 				// Only when it moved: each setting resets a runtime
 				// timer, which may wake the thread in the poller.
 				deadline = nextScan
 				_ = lingers.file.SetReadDeadline(deadline)
 			}
-			if err := rc.Read(look); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if err := lingers.rc.Read(look); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				// Not seen; the deadlines still step every connection.
 				logf(levelWarn, "linger set: %v", err)
-				rc = nil // wait in epoll_wait from now on
-			}
-		default:
-			var err error
-			if n, err = unix.EpollWait(lingers.epfd, events, int(nextScan.Sub(now)/time.Millisecond)+1); err != nil {
 				n = 0
+				time.Sleep(lingerScan)
 			}
 		}
 		for _, ev := range events[:max(n, 0)] {
@@ -193,11 +183,11 @@ func lingerLoop() {
 			done, ev, wait := stepLinger(e, now)
 			if !done {
 				e.deadline = now.Add(wait)
-				if err := arm(unix.EPOLL_CTL_MOD, e, id, ev); err == nil {
+				err := arm(unix.EPOLL_CTL_MOD, e, id, ev)
+				if err == nil {
 					continue
-				} else {
-					logf(levelWarn, "fd %d: linger set: %v", e.l.Fd(), err)
 				}
+				logf(levelWarn, "fd %d: linger set: %v", e.l.Fd(), err)
 			}
 			// Out of the set before the socket is closed: a forked child
 			// may hold it open, and the kernel would keep the registration.
@@ -208,7 +198,7 @@ func lingerLoop() {
 			if done {
 				e.release()
 			} else {
-				goSafe(func() { lingerAlone(e, ev, wait) })
+				e.alone()
 			}
 		}
 	}

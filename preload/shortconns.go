@@ -28,11 +28,16 @@ var shorts struct {
 	peers map[*sdpcore.Conn]netip.AddrPort // connecting sides made while the table watched
 }
 
-// shortPeer returns fd's peer and whether its recent connections were all short.
-func shortPeer(fd int) (netip.AddrPort, bool) {
+// shortPeer returns the peer of fd, a connecting side that may offer shared
+// memory (cfg.SameHost), and turns the offer off in cfg when its recent
+// connections there were all short; the zero AddrPort when not watched.
+func shortPeer(fd int, cfg *sdpcore.Config) netip.AddrPort {
+	if !cfg.SameHost {
+		return netip.AddrPort{}
+	}
 	sa, err := unix.Getpeername(fd)
 	if err != nil {
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}
 	}
 	var peer netip.AddrPort
 	switch a := sa.(type) {
@@ -41,15 +46,21 @@ func shortPeer(fd int) (netip.AddrPort, bool) {
 	case *unix.SockaddrInet6:
 		peer = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
 	default:
-		return netip.AddrPort{}, false
+		return netip.AddrPort{}
 	}
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
-	return peer, shorts.run[peer] >= shortRun
+	if shorts.run[peer] >= shortRun {
+		cfg.SameHostOff = "the last connections to this peer were short"
+	}
+	return peer
 }
 
-// watchShort remembers that c is a connecting side to peer.
+// watchShort remembers that c is a connecting side to peer (if valid).
 func watchShort(c *sdpcore.Conn, peer netip.AddrPort) {
+	if !peer.IsValid() {
+		return
+	}
 	shorts.mu.Lock()
 	if shorts.peers == nil {
 		shorts.peers = make(map[*sdpcore.Conn]netip.AddrPort)

@@ -7,7 +7,7 @@
 #   - sockperf ping-pong, 64 B: the median latency (µs; lower is better);
 #   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes;
 #   - ab -n 5000 -c 8 without keep-alive against nginx (2 workers, a 4 KiB page): requests/s,
-#     which is mostly connection set-up.
+#     which is mostly connection set-up, and the CPU the nginx workers spent per request.
 # Each case runs TOOLS_RUNS times (default 2), TCP and libsdp alternating; one line per run
 # with the ratio libsdp/TCP (for latency, TCP's latency over libsdp's: above 1 is better).
 # libsdp runs over iWARP (iwarp: SDP_SHM=0) and with shared memory between the two ends
@@ -152,10 +152,25 @@ http {
 CONF
 	serve "$net" "$cfg" "$port" "$(PATH=$PATH:/usr/sbin command -v nginx)" -p "$d" -c "$d/nginx.conf" \
 		-g 'daemon off; master_process on;'
-	client "$net" "$cfg" ab -q -n 5000 -c 8 "http://$addr:$port/index.html" |
+	local workers t0 t1 rps
+	workers=$(pgrep -P "${pids[-1]}" | paste -sd' ')
+	t0=$(worker_ticks "$workers")
+	rps=$(client "$net" "$cfg" ab -q -n 5000 -c 8 "http://$addr:$port/index.html" |
 		awk '$1 == "Failed" && $3 > 0 { bad = 1 } $1 == "Non-2xx" { bad = 1 }
-			$1 == "Requests" && $2 == "per" { rps = $4 } END { print (bad || rps == "") ? "-" : rps }'
+			$1 == "Requests" && $2 == "per" { rps = $4 } END { print (bad || rps == "") ? "-" : rps }')
+	t1=$(worker_ticks "$workers")
 	stop_servers
+	# requests/s, then the workers' CPU per request (µs, user and system, every thread)
+	echo "$rps $(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", t / hz * 1e6 / 5000 }')"
+}
+
+# worker_ticks PID...: the user and system time the processes have used, in clock ticks.
+worker_ticks() {
+	local p sum=0
+	for p in $1; do
+		sum=$((sum + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+	done
+	echo "$sum"
 }
 
 info "TCP and libsdp, ${secs}s per tool run, $runs runs; ratios libsdp/TCP (latency: TCP/libsdp)"
@@ -180,7 +195,9 @@ for net in $nets; do
 				stop_servers
 			fi
 			if [[ $cases == *" np "* ]]; then np "$net" "$cfg" "$(port_for "$net")"; fi
-			if [[ $cases == *" ab "* ]]; then v[$cfg.ab]=$(web "$net" "$cfg" "$(port_for "$net")"); fi
+			if [[ $cases == *" ab "* ]]; then
+				read -r v[$cfg.ab] v[$cfg.abcpu] < <(web "$net" "$cfg" "$(port_for "$net")")
+			fi
 		done
 		for c in $cfgs; do
 			[[ $cases == *" iperf "* ]] &&
@@ -206,8 +223,9 @@ for net in $nets; do
 				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
 			fi
 			if [[ $cases == *" ab "* ]]; then
-				printf '%-4s %-5s run %d  ab -n 5000 -c 8 nginx %s/%s req/s = %s\n' "$net" "$c" "$r" \
-					"${v[$c.ab]}" "${v[tcp.ab]}" "$(ratio "${v[$c.ab]}" "${v[tcp.ab]}")"
+				printf '%-4s %-5s run %d  ab -n 5000 -c 8 nginx %s/%s req/s = %s   nginx CPU per request %s/%s us\n' \
+					"$net" "$c" "$r" "${v[$c.ab]}" "${v[tcp.ab]}" "$(ratio "${v[$c.ab]}" "${v[tcp.ab]}")" \
+					"${v[$c.abcpu]}" "${v[tcp.abcpu]}"
 			fi
 		done
 		unset v

@@ -5,8 +5,9 @@
 # stop_all (the scripts call it from their EXIT trap).
 
 LIBSDP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-LIBSDP_SO=$LIBSDP_ROOT/build/libsdp.so
-LIBSDP_ENGINE=$LIBSDP_ROOT/build/libsdp-engine.so
+# LIBSDP_BUILD=dir measures another build (e.g. the one before a change) with the same script.
+LIBSDP_SO=${LIBSDP_BUILD:-$LIBSDP_ROOT/build}/libsdp.so
+LIBSDP_ENGINE=${LIBSDP_BUILD:-$LIBSDP_ROOT/build}/libsdp-engine.so
 PYTHON=/usr/bin/python3
 SCRIPT_NAME=$(basename "$0" .sh)
 

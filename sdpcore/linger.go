@@ -89,18 +89,22 @@ func (l *Lingering) Step(now time.Time) (done bool, events int16, wait time.Dura
 // Release closes the descriptor once Step has reported done.
 func (l *Lingering) Release() { closeOwn(l.fd) }
 
-// Linger finishes a closed connection on fd, a duplicate of its socket, in
-// the calling goroutine (Lingering's steps, waiting in poll between them),
-// and closes fd when done or at until.
-func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
-	l := c.StartLinger(fd, until, onSettled)
+// Finish steps l in the calling goroutine, waiting in poll between steps,
+// until it is done, and releases it.
+func (l *Lingering) Finish() {
 	defer l.Release()
 	for {
 		done, ev, wait := l.Step(time.Now())
 		if done {
 			return
 		}
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
+		pfd := []unix.PollFd{{Fd: int32(l.fd), Events: ev}}
 		_, _ = unix.Poll(pfd, int(wait/time.Millisecond)+1)
 	}
+}
+
+// Linger finishes a closed connection on fd, a duplicate of its socket, in
+// the calling goroutine, and closes fd when done or at until.
+func (c *Conn) Linger(fd int, until time.Time, onSettled func()) {
+	c.StartLinger(fd, until, onSettled).Finish()
 }

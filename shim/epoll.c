@@ -37,6 +37,7 @@ void epset_clear(struct fdent *e)
 		return;
 	pthread_mutex_lock(&ep->mu);
 	ep->n = 0;
+	ep->tagged = 0;
 	pthread_mutex_unlock(&ep->mu);
 }
 
@@ -130,6 +131,7 @@ static int epreg_add(int epfd, struct epset *ep, int fd, struct fdent *e, const 
 	struct epoll_event kev = { .events = EP_KBASE, .data.u64 = ep_tag(fd, gen) };
 	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0)
 		return errno;
+	ep->tagged = 1;
 	ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
 					    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
 	return 0;
@@ -462,7 +464,8 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 }
 
 /* epoll_plain waits in the kernel for a set that holds no SDP registration
- * now. One it held may still fire there: a connection the application
+ * now but held one (ep->tagged; a set that never did is the kernel's
+ * alone). One it held may still fire there: a connection the application
  * closed while registered keeps its socket (and its eventfd) open in the
  * engine until the peer has everything, and the kernel keeps a registration
  * until its file is released. Their tagged words are the shim's, never the
@@ -491,7 +494,7 @@ EXPORT int epoll_wait(int epfd, struct epoll_event *events, int max, int timeout
 {
 	need_real();
 	struct epset *ep = epset_of(epfd);
-	if (!ep)
+	if (!ep || !ep->tagged)
 		return real.epoll_wait(epfd, events, max, timeout);
 	if (!ep->n)
 		return epoll_plain(epfd, events, max, timeout, NULL, 0);
@@ -502,7 +505,7 @@ EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int max, int timeou
 {
 	need_real();
 	struct epset *ep = epset_of(epfd);
-	if (!ep)
+	if (!ep || !ep->tagged)
 		return real.epoll_pwait(epfd, events, max, timeout, mask);
 	if (!ep->n)
 		return epoll_plain(epfd, events, max, timeout, mask, 1);
@@ -515,7 +518,7 @@ EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int max, const str
 	need_real();
 	int tmo = ts ? (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000) : -1;
 	struct epset *ep = epset_of(epfd);
-	if (!ep) {
+	if (!ep || !ep->tagged) {
 		static int (*pw2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 		if (!pw2)
 			pw2 = dlsym(RTLD_NEXT, "epoll_pwait2");

@@ -239,6 +239,7 @@ struct epset {
 	pthread_mutex_t mu;
 	struct epreg *regs;
 	int n, cap;
+	int tagged; /* the kernel's set has held a tagged word: its waits filter them */
 };
 
 extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */

@@ -25,24 +25,27 @@ import (
 // ruleTimeout bounds one rules case (both programs).
 const ruleTimeout = 20 * time.Second
 
-// echoServer listens on 127.0.0.1:PORT, prints "PORTS PORT", echoes one connection until its
-// end of stream and prints how many bytes it echoed.
+// echoServer listens on 127.0.0.1:PORT, prints "PORTS PORT", echoes COUNT (default 1)
+// connections one after another, each until its end of stream, and prints how many bytes it
+// echoed.
 const echoServer = `import socket, sys
 port = int(sys.argv[1])
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", port))
 s.listen(8)
 print("PORTS %d" % port, flush=True)
-c, _ = s.accept()
 n = 0
-while True:
-    b = c.recv(65536)
-    if not b:
-        break
-    c.sendall(b)
-    n += len(b)
-c.close()
+for _ in range(count):
+    c, _ = s.accept()
+    while True:
+        b = c.recv(65536)
+        if not b:
+            break
+        c.sendall(b)
+        n += len(b)
+    c.close()
 s.close()
 print("served %d" % n, flush=True)
 `

@@ -11,25 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// shortServer echoes each of COUNT connections, one after another, and closes it.
-const shortServer = `import socket, sys
-port, count = int(sys.argv[1]), int(sys.argv[2])
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", port))
-s.listen(8)
-print("PORTS %d" % port, flush=True)
-for _ in range(count):
-    c, _ = s.accept()
-    while True:
-        b = c.recv(65536)
-        if not b:
-            break
-        c.sendall(b)
-    c.close()
-print("served", flush=True)
-`
-
 // shortClient makes one connection after another to 127.0.0.1:PORT, one for each SIZE: it sends
 // SIZE bytes, ends its stream, reads the echo to its end and closes.
 const shortClient = `import socket, sys
@@ -60,7 +41,7 @@ func TestShortConnections(t *testing.T) {
 	sizes := []int{1, 1, 1, 1, 1, 1, 256 << 10, 1, 1}
 	port := freePort(t)
 	srv := startC(ctx, t, dir, "server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), "SDP_SHM=1"),
-		python, "-c", shortServer, strconv.Itoa(port), strconv.Itoa(len(sizes)))
+		python, "-c", echoServer, strconv.Itoa(port), strconv.Itoa(len(sizes)))
 	require.Equal(t, []string{strconv.Itoa(port)}, srv.waitPorts(t))
 	args := []string{"-c", shortClient, strconv.Itoa(port)}
 	for _, n := range sizes {
