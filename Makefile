@@ -18,7 +18,7 @@ SHIM_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hid
 # Go is in /usr/local/go/bin on a fresh machine; make works from a shell whose PATH lacks it.
 export PATH := $(PATH):/usr/local/go/bin
 
-GO_SRC  := $(shell find preload sdpcore iwarp internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+GO_SRC  := $(shell find preload sdpcore iwarp shm internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 SDPSTAT_SRC := $(shell find cmd/sdpstat internal -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
 
 # Where make install puts things. LIBDIR may be a multiarch directory (make deb installs with

@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -46,7 +45,7 @@ var ErrOffer = errors.New("shm: the peer sent no valid region")
 // Listen opens a rendezvous under a fresh random name.
 func Listen() (*Rendezvous, error) {
 	r := &Rendezvous{fd: -1}
-	if _, err := rand.Read(r.Name[:]); err != nil {
+	if err := randomName(&r.Name); err != nil {
 		return nil, fmt.Errorf("shm: rendezvous name: %w", err)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
@@ -63,6 +62,24 @@ func Listen() (*Rendezvous, error) {
 	}
 	r.fd = fd
 	return r, nil
+}
+
+// randomName fills n from the kernel's random source (getrandom(2), what
+// crypto/rand reads too): the engine loads into every preloaded process on
+// its first connection, and crypto/rand would bring the whole FIPS module's
+// initialisation into that start.
+func randomName(n *Name) error {
+	for got := 0; got < len(n); {
+		k, err := unix.Getrandom(n[got:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		got += k
+	}
+	return nil
 }
 
 // waitFd waits up to timeout for events on fd.
