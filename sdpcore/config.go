@@ -32,6 +32,7 @@ type Config struct {
 	Buffering        Buffering     // local: copies per byte of a buffer-copy transfer
 	Progress         Progress      // local: who moves data between the application's calls
 	ZCopyThreshold   int           // sends of at least this many bytes in one buffer go by Read ZCopy; 0: never
+	ZCopyCancel      time.Duration // how long an offer waits for the sink's first read before buffer copy; 0: 20 ms
 	SameHost         bool          // offer and take shared memory with a peer on this host (samehost.go)
 	SameHostOff      string        // when set, this connection offers no shared memory, for this reason
 	PollSpin         time.Duration // how long a blocking call polls shared memory before it sleeps (Conn.Spin)

@@ -27,6 +27,11 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			cfg := testConfig()
 			cfg.Markers = markers
 			cfg.AlignLocal = true // loopback, standing in for a link between hosts
+			// Both ends are blocking calls of this test, which the cancel
+			// exists to unblock: with the default 20 ms, a loaded machine
+			// that kept the reader off the CPU that long saw both offers
+			// cancelled and the second half go by copy.
+			cfg.ZCopyCancel = 30 * time.Second
 			a, p := connPairOn(t, cfg, cfd, afd)
 			mss, err := unix.GetsockoptInt(cfd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 			require.NoError(t, err)

@@ -130,7 +130,11 @@ func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
 	if err != nil {
 		return false
 	}
-	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(zcopyCancel), copied0: c.tr.TxCopied()}
+	wait := c.cfg.ZCopyCancel
+	if wait <= 0 {
+		wait = zcopyCancel
+	}
+	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(wait), copied0: c.tr.TxCopied()}
 	var b [srcAvailLen]byte
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(buf)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(stag))
