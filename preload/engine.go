@@ -328,9 +328,11 @@ func logFailure(fd int, c *sdpcore.Conn) {
 	if c == nil {
 		return
 	}
-	var pe *sdpcore.ProtoError
+	// Every failure the application sees as EIO (a protocol fault, or
+	// anything without an errno of its own), and a handshake that timed
+	// out: the errno alone does not say why.
 	var ht *sdpcore.HandshakeTimeoutError
-	if fe := c.Failure(); errors.As(fe, &pe) || errors.As(fe, &ht) {
+	if fe := c.Failure(); fe != nil && (sdpcore.Errno(fe) == unix.EIO || errors.As(fe, &ht)) {
 		logf(levelWarn, "fd %d: connection ended: %v", fd, fe)
 	}
 }
