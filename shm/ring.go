@@ -84,6 +84,9 @@ type Producer struct {
 	head uint64 // written, published up to pub
 	pub  uint64
 	tail uint64 // the consumer's position last read
+	// ready: the data bytes from the ring's start that are backed by
+	// memory (populate.go); the whole ring once its first lap is done.
+	ready uint64
 }
 
 // NewProducer is the writing end of the ring in mem (RingBytes long),
@@ -140,6 +143,9 @@ func (p *Producer) Append(parts ...[]byte) error {
 		}
 	}
 	at := p.head & p.r.mask
+	if p.ready < size {
+		p.populate(p.head + rl)
+	}
 	binary.LittleEndian.PutUint64(p.r.data[at:], n)
 	at = (at + recHeader) & p.r.mask
 	for _, b := range parts {
