@@ -172,6 +172,9 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
 	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK
+	if !woke {
+		enginePolls.Add(1)
+	}
 	c := lookup(int(fd), callPoll)
 	if c == nil {
 		if e := goneErr(int(fd)); e != unix.EBADF {

@@ -139,6 +139,128 @@ static void *engine_open(char *path, size_t n)
 	return h;
 }
 
+/* The engine's functions as loaded. Those about one connection are called
+ * through wrappers that count the call in the connection's entry once it
+ * has returned (fdent.touched): the engine may have read the socket or
+ * changed the connection's state, which an epoll set must then ask about
+ * again (epoll.c, epoll_scan). Counted after the call, so that a look that
+ * sees the count sees what the call did. */
+static struct shim_engine loaded;
+
+static void touched(int fd)
+{
+	struct fdent *e = ours(fd);
+	if (e)
+		atomic_fetch_add_explicit(&e->touched, 1, memory_order_release);
+}
+
+static int t_attach(int fd, int role, const uint8_t *request, int request_len)
+{
+	int r = loaded.attach(fd, role, request, request_len);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_sendv(int fd, const struct iovec *iov, int iovcnt)
+{
+	int64_t r = loaded.sendv(fd, iov, iovcnt);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_sendv_flags(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	int64_t r = loaded.sendv_flags(fd, iov, iovcnt, flags);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
+{
+	int64_t r = loaded.recvv(fd, iov, iovcnt, flags);
+	touched(fd);
+	return r;
+}
+
+static int t_poll(int fd, int want, int *wait, int *timeout_ms, int *efd, uint32_t *edges)
+{
+	int r = loaded.poll(fd, want, wait, timeout_ms, efd, edges);
+	touched(fd);
+	return r;
+}
+
+static int t_shutdown(int fd, int how)
+{
+	int r = loaded.shutdown(fd, how);
+	touched(fd);
+	return r;
+}
+
+static int t_dup(int oldfd, int newfd)
+{
+	int r = loaded.dup(oldfd, newfd);
+	touched(oldfd);
+	touched(newfd);
+	return r;
+}
+
+static int64_t t_query(int fd, int what)
+{
+	int64_t r = loaded.query(fd, what);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_take_early(int fd, char *buf, int len)
+{
+	int64_t r = loaded.take_early(fd, buf, len);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_recv_cancel(int fd, const struct iovec *iov, int iovcnt)
+{
+	int64_t r = loaded.recv_cancel(fd, iov, iovcnt);
+	touched(fd);
+	return r;
+}
+
+static int64_t t_send_cancel(int fd, const struct iovec *iov, int iovcnt)
+{
+	int64_t r = loaded.send_cancel(fd, iov, iovcnt);
+	touched(fd);
+	return r;
+}
+
+static int t_set_buffers(int fd, int sndbuf, int rcvbuf)
+{
+	int r = loaded.set_buffers(fd, sndbuf, rcvbuf);
+	touched(fd);
+	return r;
+}
+
+/* count_touches puts the wrappers in place of the loaded functions. */
+static void count_touches(void)
+{
+	loaded = eng;
+	eng.attach = t_attach;
+	eng.sendv = t_sendv;
+	eng.recvv = t_recvv;
+	eng.poll = t_poll;
+	eng.shutdown = t_shutdown;
+	eng.dup = t_dup;
+	eng.query = t_query;
+	eng.take_early = t_take_early;
+	if (loaded.sendv_flags)
+		eng.sendv_flags = t_sendv_flags;
+	if (loaded.recv_cancel)
+		eng.recv_cancel = t_recv_cancel;
+	if (loaded.send_cancel)
+		eng.send_cancel = t_send_cancel;
+	if (loaded.set_buffers)
+		eng.set_buffers = t_set_buffers;
+}
+
 /* engine_bind finds the engine's functions; 0 when every required one is there. */
 static int engine_bind(void *h)
 {
@@ -158,10 +280,11 @@ static int engine_bind(void *h)
 	eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
 	eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
 	eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
-	return eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close &&
-			       eng.stats && eng.dup && eng.query && eng.take_early
-		       ? 0
-		       : -1;
+	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
+	      eng.dup && eng.query && eng.take_early))
+		return -1;
+	count_touches();
+	return 0;
 }
 
 /* engine_init starts the engine with the process's settings. */

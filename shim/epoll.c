@@ -133,7 +133,7 @@ static int epreg_add(int epfd, struct epset *ep, int fd, struct fdent *e, const 
 		return errno;
 	ep->tagged = 1;
 	ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
-					    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE };
+					    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE, .due = -1 };
 	return 0;
 }
 
@@ -266,10 +266,37 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 	return r < 0 ? POLLERR : r;
 }
 
+/* unchanged says whether an SDP connection's registration can only report
+ * what it reported at the last look, so that the engine need not be asked:
+ * nothing was ready then, or the registration is edge-triggered; the kernel
+ * has seen nothing on its socket or its eventfd since (kfired: arrivals,
+ * doorbells, the engine's wake-ups for what its goroutines do), no call
+ * into the engine about it has returned since (touched: a recv may have
+ * read more than it returned), and the engine's own timer for it has not
+ * run out. A set of many connections (an event loop's) then asks only about
+ * those that moved, not about every one at every wait. */
+static int unchanged(struct epreg *r, struct fdent *e, int k, int64_t *now)
+{
+	if (r->kfired || k != K_SDP || e->lowat > 1 || e->engine_pid != my_pid())
+		return 0;
+	if (r->ready && !(r->events & EPOLLET))
+		return 0;
+	if (atomic_load_explicit(&e->touched, memory_order_acquire) != r->touched)
+		return 0;
+	if (r->due >= 0) {
+		if (*now < 0)
+			*now = now_ms();
+		if (*now >= r->due)
+			return 0;
+	}
+	return 1;
+}
+
 /* epoll_scan collects the ready SDP registrations into out. */
 static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int max, int *tmo)
 {
 	int n = 0;
+	int64_t now = -1;
 	pthread_mutex_lock(&ep->mu);
 	urg_hold++; /* SIGURG after the unlock */
 	for (int i = 0; i < ep->n && n < max; i++) {
@@ -282,9 +309,28 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		}
 		if (r->disabled)
 			continue;
+		if (unchanged(r, e, atomic_load(&e->kind), &now)) {
+			if (r->due >= 0) {
+				int left = (int)(r->due - now);
+				if (*tmo < 0 || left < *tmo)
+					*tmo = left;
+			}
+			continue;
+		}
 		int kw, et, efd;
 		uint32_t edges;
+		uint32_t before = atomic_load_explicit(&e->touched, memory_order_acquire);
 		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		/* This look's own call counts once; any other call that returned
+		 * meanwhile may have been missed by it: look again next time. */
+		uint32_t after = atomic_load_explicit(&e->touched, memory_order_acquire);
+		r->touched = after == before + 1 ? after : before;
+		if (et >= 0) {
+			now = now_ms();
+			r->due = now + et;
+		} else {
+			r->due = -1;
+		}
 		if (efd >= 0 && efd != r->efd) {
 			/* Wake this set too when another thread moves the connection. */
 			struct epoll_event wev = { .events = EPOLLIN | EPOLLET, .data.u64 = ep_tag(r->fd, r->gen) };
@@ -313,6 +359,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 				r->kmask = kmask;
 		}
 		uint32_t rep = (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP);
+		r->ready = rep;
 		uint32_t report = rep;
 		uint32_t wfull = atomic_load(&e->wfull);
 		if (wfull != r->wfull) {

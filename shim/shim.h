@@ -174,6 +174,10 @@ struct fdent {
 	_Atomic int64_t tmo_ns[2];
 	_Atomic unsigned tmo_forks;
 	_Atomic unsigned tmo_gen; /* setsockopt of either: an answer asked before is stale */
+	/* Calls into the engine about it that have returned (engine.c): an
+	 * epoll set asks the engine again only about connections that may have
+	 * changed since it last asked (epoll.c, epoll_scan). */
+	_Atomic uint32_t touched;
 	uint8_t req[REQ_MAX];
 };
 
@@ -227,6 +231,9 @@ struct epreg {
 	uint32_t wfull;   /* the connection's full-transport count at the last look */
 	uint32_t kmask;   /* what the kernel watches the socket for (EP_KBASE, EPOLLOUT) */
 	int disabled;     /* EPOLLONESHOT fired, until EPOLL_CTL_MOD */
+	uint32_t ready;   /* what was ready at the last look (level-triggered: reported again) */
+	uint32_t touched; /* the connection's engine calls counted at the last look (fdent.touched) */
+	int64_t due;      /* now_ms() when the engine's own timer for it runs out; -1: none */
 };
 
 /* What the kernel watches an SDP connection's socket for in an epoll set:
