@@ -154,48 +154,26 @@ static void touched(int fd)
 		atomic_fetch_add_explicit(&e->touched, 1, memory_order_release);
 }
 
-static int t_attach(int fd, int role, const uint8_t *request, int request_len)
-{
-	int r = loaded.attach(fd, role, request, request_len);
-	touched(fd);
-	return r;
-}
+#define TOUCH_WRAP(ret, name, params, args) \
+	static ret t_##name params               \
+	{                                        \
+		ret r_ = loaded.name args;       \
+		touched(fd);                     \
+		return r_;                       \
+	}
+TOUCH_WRAP(int, attach, (int fd, int role, const uint8_t *req, int len), (fd, role, req, len))
+TOUCH_WRAP(int64_t, sendv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+TOUCH_WRAP(int64_t, sendv_flags, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))
+TOUCH_WRAP(int64_t, recvv, (int fd, const struct iovec *iov, int cnt, int flags), (fd, iov, cnt, flags))
+TOUCH_WRAP(int, poll, (int fd, int want, int *wait, int *tmo, int *efd, uint32_t *edges), (fd, want, wait, tmo, efd, edges))
+TOUCH_WRAP(int, shutdown, (int fd, int how), (fd, how))
+TOUCH_WRAP(int64_t, query, (int fd, int what), (fd, what))
+TOUCH_WRAP(int64_t, take_early, (int fd, char *buf, int len), (fd, buf, len))
+TOUCH_WRAP(int64_t, recv_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+TOUCH_WRAP(int64_t, send_cancel, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt))
+TOUCH_WRAP(int, set_buffers, (int fd, int snd, int rcv), (fd, snd, rcv))
 
-static int64_t t_sendv(int fd, const struct iovec *iov, int iovcnt)
-{
-	int64_t r = loaded.sendv(fd, iov, iovcnt);
-	touched(fd);
-	return r;
-}
-
-static int64_t t_sendv_flags(int fd, const struct iovec *iov, int iovcnt, int flags)
-{
-	int64_t r = loaded.sendv_flags(fd, iov, iovcnt, flags);
-	touched(fd);
-	return r;
-}
-
-static int64_t t_recvv(int fd, const struct iovec *iov, int iovcnt, int flags)
-{
-	int64_t r = loaded.recvv(fd, iov, iovcnt, flags);
-	touched(fd);
-	return r;
-}
-
-static int t_poll(int fd, int want, int *wait, int *timeout_ms, int *efd, uint32_t *edges)
-{
-	int r = loaded.poll(fd, want, wait, timeout_ms, efd, edges);
-	touched(fd);
-	return r;
-}
-
-static int t_shutdown(int fd, int how)
-{
-	int r = loaded.shutdown(fd, how);
-	touched(fd);
-	return r;
-}
-
+/* dup makes newfd another descriptor of oldfd's connection: both counted. */
 static int t_dup(int oldfd, int newfd)
 {
 	int r = loaded.dup(oldfd, newfd);
@@ -204,61 +182,51 @@ static int t_dup(int oldfd, int newfd)
 	return r;
 }
 
-static int64_t t_query(int fd, int what)
+/* eng_layer puts w's functions over eng's, where both have one, and keeps
+ * eng's in below for the wrappers to call: a layer of wrappers (this
+ * file's counting, urgent.c's). */
+void eng_layer(struct shim_engine *below, const struct shim_engine *w)
 {
-	int64_t r = loaded.query(fd, what);
-	touched(fd);
-	return r;
+	*below = eng;
+#define LAYER(f)                 \
+	if (eng.f && w->f)       \
+		eng.f = w->f
+	LAYER(attach);
+	LAYER(sendv);
+	LAYER(sendv_flags);
+	LAYER(recvv);
+	LAYER(poll);
+	LAYER(shutdown);
+	LAYER(close);
+	LAYER(stats);
+	LAYER(dup);
+	LAYER(query);
+	LAYER(take_early);
+	LAYER(exit);
+	LAYER(recv_cancel);
+	LAYER(send_cancel);
+	LAYER(set_buffers);
+#undef LAYER
 }
 
-static int64_t t_take_early(int fd, char *buf, int len)
-{
-	int64_t r = loaded.take_early(fd, buf, len);
-	touched(fd);
-	return r;
-}
-
-static int64_t t_recv_cancel(int fd, const struct iovec *iov, int iovcnt)
-{
-	int64_t r = loaded.recv_cancel(fd, iov, iovcnt);
-	touched(fd);
-	return r;
-}
-
-static int64_t t_send_cancel(int fd, const struct iovec *iov, int iovcnt)
-{
-	int64_t r = loaded.send_cancel(fd, iov, iovcnt);
-	touched(fd);
-	return r;
-}
-
-static int t_set_buffers(int fd, int sndbuf, int rcvbuf)
-{
-	int r = loaded.set_buffers(fd, sndbuf, rcvbuf);
-	touched(fd);
-	return r;
-}
-
-/* count_touches puts the wrappers in place of the loaded functions. */
+/* count_touches puts the counting wrappers over the loaded functions. */
 static void count_touches(void)
 {
-	loaded = eng;
-	eng.attach = t_attach;
-	eng.sendv = t_sendv;
-	eng.recvv = t_recvv;
-	eng.poll = t_poll;
-	eng.shutdown = t_shutdown;
-	eng.dup = t_dup;
-	eng.query = t_query;
-	eng.take_early = t_take_early;
-	if (loaded.sendv_flags)
-		eng.sendv_flags = t_sendv_flags;
-	if (loaded.recv_cancel)
-		eng.recv_cancel = t_recv_cancel;
-	if (loaded.send_cancel)
-		eng.send_cancel = t_send_cancel;
-	if (loaded.set_buffers)
-		eng.set_buffers = t_set_buffers;
+	static const struct shim_engine counting = {
+		.attach = t_attach,
+		.sendv = t_sendv,
+		.sendv_flags = t_sendv_flags,
+		.recvv = t_recvv,
+		.poll = t_poll,
+		.shutdown = t_shutdown,
+		.dup = t_dup,
+		.query = t_query,
+		.take_early = t_take_early,
+		.recv_cancel = t_recv_cancel,
+		.send_cancel = t_send_cancel,
+		.set_buffers = t_set_buffers,
+	};
+	eng_layer(&loaded, &counting);
 }
 
 /* engine_bind finds the engine's functions; 0 when every required one is there. */

@@ -203,6 +203,7 @@ struct shim_engine {
 	sdp_set_buffers_fn set_buffers; /* optional: SO_SNDBUF, SO_RCVBUF */
 };
 extern struct shim_engine eng;
+void eng_layer(struct shim_engine *below, const struct shim_engine *w);
 
 #define URG_SLOTS 64
 

@@ -281,25 +281,22 @@ URG_WRAP(int, set_buffers, (int fd, int snd, int rcv), (fd, snd, rcv))
 /* urg_wrap routes the application's engine calls through the wrappers. */
 void urg_wrap(void)
 {
-	eng_real = eng;
-	eng.attach = urg_attach;
-	eng.sendv = urg_sendv;
-	if (eng.sendv_flags)
-		eng.sendv_flags = urg_sendv_flags;
-	eng.recvv = urg_recvv;
-	eng.poll = urg_poll;
-	eng.shutdown = urg_shutdown;
-	eng.close = urg_close;
-	eng.stats = urg_stats;
-	eng.dup = urg_dup;
-	eng.query = urg_query;
-	eng.take_early = urg_take_early;
-	if (eng.exit)
-		eng.exit = urg_exit;
-	if (eng.recv_cancel)
-		eng.recv_cancel = urg_recv_cancel;
-	if (eng.send_cancel)
-		eng.send_cancel = urg_send_cancel;
-	if (eng.set_buffers)
-		eng.set_buffers = urg_set_buffers;
+	static const struct shim_engine urg = {
+		.attach = urg_attach,
+		.sendv = urg_sendv,
+		.sendv_flags = urg_sendv_flags,
+		.recvv = urg_recvv,
+		.poll = urg_poll,
+		.shutdown = urg_shutdown,
+		.close = urg_close,
+		.stats = urg_stats,
+		.dup = urg_dup,
+		.query = urg_query,
+		.take_early = urg_take_early,
+		.exit = urg_exit,
+		.recv_cancel = urg_recv_cancel,
+		.send_cancel = urg_send_cancel,
+		.set_buffers = urg_set_buffers,
+	};
+	eng_layer(&eng_real, &urg);
 }
