@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -113,5 +114,35 @@ func TestREADMEStatsLine(t *testing.T) {
 		if !known[k] {
 			t.Errorf("README's stats line has %s, which no one prints", k)
 		}
+	}
+}
+
+// TestStatsLineFitsShim checks that the engine's line, every counter at its
+// largest (20 digits), fits the buffer the shim gives it at exit (eng_line):
+// a longer line loses its last fields (panics among them) without a word.
+func TestStatsLineFitsShim(t *testing.T) {
+	b, err := os.ReadFile("../shim/exec.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`char eng_line\[(\d+)\]`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no eng_line buffer in shim/exec.c")
+	}
+	size, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range statsfile.LineFields {
+		n += len(f.Name) + len("=") + len(" ")
+		if f.Setting {
+			n += len("integrated") // the longest mode's name
+		} else {
+			n += len("18446744073709551615")
+		}
+	}
+	if n >= size {
+		t.Fatalf("the engine's line can take %d octets; the shim's buffer has %d", n, size)
 	}
 }

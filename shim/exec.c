@@ -375,11 +375,12 @@ __attribute__((destructor)) static void shim_fini(void)
 		eng.exit(); /* a forked child never calls into its parent's engine */
 	if (!cfg.stats || (!atomic_load(&n_sockets) && engine_pid != getpid()))
 		return; /* this process used no TCP socket */
-	char eng_line[768] = "sdp_conns=0 fpdus_tx=0 fpdus_rx=0 markers_tx=0 markers_rx=0 crc_bytes_rx=0 "
+	/* The engine's line, all counters at 20 digits: under 1,600 octets. */
+	char eng_line[1600] = "sdp_conns=0 fpdus_tx=0 fpdus_rx=0 markers_tx=0 markers_rx=0 crc_bytes_rx=0 "
 			     "crc_errors=0 payload_tx=0 payload_rx=0";
 	if (engine_pid == getpid() && eng.stats)
 		eng.stats(eng_line, sizeof eng_line);
-	char buf[1024];
+	char buf[1800];
 	int n = snprintf(buf, sizeof buf, "libsdp: stats pid=%d prog=%s tcp_conns=%llu %s engine=%s\n",
 			 (int)getpid(), prog_name(),
 			 (unsigned long long)atomic_load(&n_tcp_conns), eng_line,
