@@ -168,7 +168,16 @@ func (t *qpTransport) OfferSameHost() ([16]byte, error) {
 	}
 	rv.Move(raiseFd)
 	ownFd(rv.Fd(), true)
-	o := &sameHostOffer{rv: rv}
+	o := &sameHostOffer{rv: rv, spare: [2]int{-1, -1}}
+	for i := range o.spare {
+		fd, err := unix.FcntlInt(uintptr(rv.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			o.close()
+			return [16]byte{}, fmt.Errorf("no descriptors to spare for a region: %w", err)
+		}
+		o.spare[i] = raiseFd(fd)
+		ownFd(o.spare[i], true)
+	}
 	// A connection that ends before the peer chooses closes it too.
 	runtime.AddCleanup(t.qp(), func(o *sameHostOffer) { o.close() }, o)
 	t.qp().OfferStream(o)
@@ -258,6 +267,12 @@ func (t *qpTransport) SameHost() bool {
 type sameHostOffer struct {
 	mu sync.Mutex // Choose, and the cleanup on another goroutine
 	rv *shm.Rendezvous
+	// spare holds two descriptors from the offer to the choice, given
+	// back just before take needs two (the accepted socket and the
+	// region's memfd): once the peer has rung for shared memory, a
+	// process at its descriptor limit could not follow it, and the
+	// connection would fail where it can stay on iWARP by not offering.
+	spare [2]int
 }
 
 // Choose reads the accepting side's choice from the socket's first octet.
@@ -282,6 +297,7 @@ func (o *sameHostOffer) Choose(fd int) (iwarp.ByteStream, error) {
 func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {
 	o.mu.Lock()
 	rv := o.rv
+	o.releaseSpare()
 	o.mu.Unlock()
 	if rv == nil {
 		return nil, errors.New("rendezvous closed")
@@ -304,9 +320,20 @@ func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {
 	return s, nil
 }
 
+// releaseSpare closes the spare descriptors; o.mu is held.
+func (o *sameHostOffer) releaseSpare() {
+	for i, fd := range o.spare {
+		if fd >= 0 {
+			closeOwn(fd)
+			o.spare[i] = -1
+		}
+	}
+}
+
 func (o *sameHostOffer) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.releaseSpare()
 	if o.rv != nil {
 		ownFd(o.rv.Fd(), false)
 		o.rv.Close()
