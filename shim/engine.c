@@ -151,7 +151,7 @@ static void touched(int fd)
 {
 	struct fdent *e = ours(fd);
 	if (e)
-		atomic_fetch_add_explicit(&e->touched, 1, memory_order_release);
+		fd_touched(e);
 }
 
 #define TOUCH_WRAP(ret, name, params, args) \

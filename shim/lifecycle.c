@@ -454,7 +454,7 @@ int set_rcvlowat(int fd, struct fdent *e, const void *val, socklen_t len)
 	e->lowat = lowat_cap(fd, e, *(const int *)val);
 	/* What is ready changed without a call into the engine: epoll sets
 	 * ask about it again (epoll.c, unchanged). */
-	atomic_fetch_add_explicit(&e->touched, 1, memory_order_release);
+	fd_touched(e);
 	return 0;
 }
 

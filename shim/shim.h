@@ -421,6 +421,13 @@ static inline struct fdent *ours(int fd)
 	return e;
 }
 
+/* fd_touched counts a change of e that epoll sets must ask the engine
+ * about again (fdent.touched; epoll.c, unchanged). */
+static inline void fd_touched(struct fdent *e)
+{
+	atomic_fetch_add_explicit(&e->touched, 1, memory_order_release);
+}
+
 static inline pid_t my_pid(void)
 {
 	return cached_pid ? cached_pid : getpid();
