@@ -22,6 +22,12 @@ func TestCloseEverything(t *testing.T) { runSelfContained(t, "closeall", "closea
 // survives the close of the descriptor that made it while a duplicate lives.
 func TestEpollFollowsOpenFile(t *testing.T) { runSelfContained(t, "follow", "follow ok") }
 
+// TestEpollDeleteAndAddAgain runs tests/c/epollreadd.c: a connection deleted
+// from an epoll set and added again, a thousand times, reports as over the
+// kernel's epoll (the interposer keeps the kernel's part of a deleted
+// registration for the next ADD).
+func TestEpollDeleteAndAddAgain(t *testing.T) { runSelfContained(t, "epollreadd", "readd ok") }
+
 // runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
 // and runs it preloaded (both its connections must be SDP) and plain.
 // TestEpollManyConnections: an epoll set of 64 SDP connections of which a few
