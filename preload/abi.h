@@ -119,6 +119,11 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * readable before it asks again (SDP_POLL_WOKE): the engine may skip a
  * read that would only find the socket empty. */
 #define SDP_POLL_BLOCK 0x400000
+/* SDP_POLL_OWN (with SDP_POLL_SLEEP or SDP_POLL_WOKE): *efd holds, on the
+ * way in, an eventfd of the calling thread's own, which the engine rings
+ * instead of the connection's while the caller sleeps and returns in *efd:
+ * a thread that wakes empties only its own, never another's wake-up. */
+#define SDP_POLL_OWN 0x800000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

@@ -169,9 +169,13 @@ func sdp_send_cancel(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 //export sdp_poll
 func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, edges *C.uint32_t) (rc C.int) {
 	defer guard(int(fd), &rc)
+	own := -1
+	if want&C.SDP_POLL_OWN != 0 {
+		own = int(*efd)
+	}
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN
 	if !woke {
 		enginePolls.Add(1)
 	}
@@ -199,9 +203,9 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 			// peer's answer may come sooner than a sleep and a wake-up.
 			c.Spin(coreCfg.PollSpin)
 		}
-		ready, w, deadline, e, waiter, err = c.PollWait(sdpcore.Events(want), now, woke, block)
+		ready, w, deadline, e, waiter, err = c.PollWaitOwn(sdpcore.Events(want), now, woke, block, own)
 	case woke:
-		c.Woke()
+		c.WokeOwn(own)
 		return 0
 	default:
 		// The eventfd must exist before the connection is looked at: a

@@ -22,7 +22,7 @@ func kernelBufSize(v int) int {
 // SetBufferSizes applies the sizes the application set (0: not set).
 func (c *Conn) SetBufferSizes(sndbuf, rcvbuf int) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.sndLimit, c.rcvLimit = kernelBufSize(sndbuf), kernelBufSize(rcvbuf)
 }
 

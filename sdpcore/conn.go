@@ -175,8 +175,10 @@ type Conn struct {
 	sndLimit, rcvLimit int
 	efd                int    // eventfd for waiting threads, -1 until one asks (Waiter)
 	sleepers           int    // threads asleep on efd that said so (Sleep, Woke)
+	sleepFds           []int  // eventfds of threads asleep on their own (PollWaitOwn), one each
 	uncounted          bool   // some thread waits on efd without saying so: always ring it
 	changes            uint64 // counts events that may make a waiter ready
+	woken              uint64 // changes when waiters were last woken (wake)
 	edges              uint32 // counts arrivals the application may see (edge-triggered epoll)
 	wasWritable        bool
 	stats              Stats
@@ -253,7 +255,7 @@ func newActive(tr Transport, cfg Config, now time.Time) *Conn {
 func (c *Conn) SetPatient() {
 	c.mu.Lock()
 	c.patient = true
-	c.mu.Unlock()
+	c.unlock()
 }
 
 // initModes records the local modes and starts the progress goroutine.
@@ -295,7 +297,7 @@ func (c *Conn) Fd() int { return c.tr.Fd() }
 // Stats returns the connection's counters.
 func (c *Conn) Stats() Stats {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	s := c.stats
 	s.Tx, s.Rx, s.TxRecords = c.tr.WireStats()
 	if sh, ok := c.tr.(sameHoster); ok {
@@ -309,7 +311,7 @@ func (c *Conn) Stats() Stats {
 // Established reports whether Hello and HelloAck have been exchanged.
 func (c *Conn) Established() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.phase() == stEstablished
 }
 
@@ -385,7 +387,7 @@ func Errno(err error) unix.Errno {
 // Err returns why the connection failed, or nil.
 func (c *Conn) Err() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.err
 }
 
@@ -394,7 +396,7 @@ func (c *Conn) Err() error {
 // only an errno, the engine logs the reason once.
 func (c *Conn) Failure() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.err == nil || c.told {
 		return nil
 	}
@@ -1039,7 +1041,7 @@ func (c *Conn) queueDisConn() {
 // String describes the connection's state for logs and failing tests.
 func (c *Conn) String() string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return fmt.Sprintf("fc=%v held=%d zsrc=%v zsink=%v ", c.fc, c.heldLen(), c.zsrc != nil, c.zsink != nil) + fmt.Sprintf("st=%v credits=%d peerBufs=%d mseq=%d peerAck=%d recvSeq=%d posted=%d advBufs=%d advAck=%d rq=%d txPending=%d rxBuffered=%d inMsg=%v eof=%v err=%v",
 		c.st, c.credits(), c.peerBufs, c.mseq, c.peerAck, c.recvSeq, c.posted, c.advBufs, c.advAck, c.rqBytes,
 		c.tr.TxPending(), c.tr.Buffered(), c.inMsg, c.eof, c.err)

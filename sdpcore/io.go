@@ -43,7 +43,7 @@ func (c *Conn) Send(bufs [][]byte, now time.Time) (int, error) {
 // Uncork sends what sends with SendMore hold, as clearing TCP_CORK does.
 func (c *Conn) Uncork(now time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if !c.corked {
 		return
 	}
@@ -55,7 +55,7 @@ func (c *Conn) Uncork(now time.Time) {
 // SendFlags is Send with send(2) flags.
 func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.phase() != stEstablished {
 		c.progress(now)
 	}
@@ -351,7 +351,7 @@ func (c *Conn) wrShutSent() bool { return c.disSent() }
 // bytes the kernel could not take yet. The caller then runs Background.
 func (c *Conn) NeedsBackground() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.bg || c.async || c.closed || c.phase() == stFailed || c.fb != nil {
 		return false
 	}
@@ -385,7 +385,7 @@ func (c *Conn) Background(limit time.Duration) {
 		idle := !c.bgWork()
 		if idle || c.closed || c.phase() == stFailed || c.fb != nil || now.After(until) {
 			c.bg = false
-			c.mu.Unlock()
+			c.unlock()
 			return
 		}
 		ev := int16(unix.POLLIN)
@@ -393,7 +393,7 @@ func (c *Conn) Background(limit time.Duration) {
 			ev |= c.roomEvent()
 		}
 		fd := c.tr.Fd()
-		c.mu.Unlock()
+		c.unlock()
 		pfd := []unix.PollFd{{Fd: int32(fd), Events: ev}}
 		_, _ = unix.Poll(pfd, 50)
 		time.Sleep(BgPause)
@@ -479,7 +479,7 @@ const RecvBlock RecvFlags = 1 << 4
 // stream, ErrWouldBlock, a *FallbackError, or the connection's error.
 func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.rqBytes == 0 {
 		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock)
 	}
@@ -617,7 +617,7 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 // again only when it moved.
 func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.pollLocked(want, now, false)
 }
 
@@ -682,7 +682,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wai
 // after everything queued; the connection still receives.
 func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.fb != nil {
 		return c.fb
 	}
@@ -713,7 +713,7 @@ func (c *Conn) Shutdown(rd, wr bool, now time.Time) error {
 // duplicate of the socket and runs Linger on it.
 func (c *Conn) Close(now time.Time) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return true // once is enough (tests close again in their cleanup)
 	}
@@ -752,7 +752,7 @@ func (c *Conn) Abandon() {
 	mark := func() {
 		c.closed = true
 		c.fail(unix.EIO)
-		c.mu.Unlock()
+		c.unlock()
 	}
 	if c.mu.TryLock() {
 		mark()
@@ -769,7 +769,7 @@ func (c *Conn) Abandon() {
 // socket then resets the TCP connection.
 func (c *Conn) Abort(now time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -790,7 +790,7 @@ func (c *Conn) Abort(now time.Time) {
 // credit. A peer that is gone (end of stream, failure) takes nothing more.
 func (c *Conn) Handed() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.handed()
 }
 
@@ -813,7 +813,7 @@ const SettleIdle = 500 * time.Millisecond
 // waits for (preload's exit flush, and the shim's _exit).
 func (c *Conn) Settled() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.settled()
 }
 
@@ -868,13 +868,13 @@ func (c *Conn) abort() {
 func (c *Conn) SetFd(fd int) {
 	c.mu.Lock()
 	c.tr.SetFd(fd)
-	c.mu.Unlock()
+	c.unlock()
 }
 
 // Queued returns the bytes the application can read now (FIONREAD).
 func (c *Conn) Queued() int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.progress(time.Now())
 	n := c.rqBytes
 	if c.zsink != nil {
@@ -891,7 +891,7 @@ func (c *Conn) Queued() int {
 // does once its receive window is closed.
 func (c *Conn) RecvStalled() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.progress(time.Now())
 	if c.rqBytes >= c.rxMax() {
 		return true
@@ -909,6 +909,6 @@ func (c *Conn) RecvStalled() bool {
 // the kernel (the user-space part of SIOCOUTQ).
 func (c *Conn) Unsent() int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.tr.TxPending()
 }

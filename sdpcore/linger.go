@@ -38,7 +38,7 @@ func (c *Conn) StartLinger(fd int, until time.Time, onSettled func()) *Lingering
 	c.mu.Lock()
 	c.tr.SetFd(fd)
 	c.releaseWaiter()
-	c.mu.Unlock()
+	c.unlock()
 	return &Lingering{c: c, fd: fd, until: until, onSettled: onSettled, lastMove: time.Now()}
 }
 
@@ -68,7 +68,7 @@ func (l *Lingering) Step(now time.Time) (done bool, events int16, wait time.Dura
 		events |= c.roomEvent()
 	}
 	c.releaseQueue()
-	c.mu.Unlock()
+	c.unlock()
 	if settled {
 		l.onSettled()
 		l.onSettled = nil

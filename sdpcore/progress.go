@@ -32,7 +32,7 @@ func (c *Conn) progressLoop() {
 		c.mu.Lock()
 		if c.closed || c.phase() == stFailed || c.fb != nil {
 			c.async = false
-			c.mu.Unlock()
+			c.unlock()
 			return
 		}
 		c.progress(time.Now())
@@ -50,7 +50,7 @@ func (c *Conn) progressLoop() {
 			wait = fullWait // a cork or a handshake deadline runs out on its own
 		}
 		pfd[0] = unix.PollFd{Fd: int32(c.tr.Fd()), Events: ev}
-		c.mu.Unlock()
+		c.unlock()
 		_, _ = unix.Poll(pfd, int(wait/time.Millisecond))
 	}
 }

@@ -120,7 +120,7 @@ func (c *Conn) sameHostRing() int {
 // as TCP would have, where held ones would be lost.
 func (c *Conn) WithdrawSameHost() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.declineSameHost()
 	_ = c.flush()
 }
@@ -235,7 +235,7 @@ func (c *Conn) Spin(d time.Duration) bool {
 	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 {
 		arrived = sh.Watch()
 	}
-	c.mu.Unlock()
+	c.unlock()
 	if arrived == nil {
 		return false
 	}

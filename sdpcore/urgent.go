@@ -185,7 +185,7 @@ func (c *Conn) readable() bool {
 // AtMark answers SIOCATMARK.
 func (c *Conn) AtMark(now time.Time) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.progress(now)
 	return c.atMark()
 }
@@ -193,7 +193,7 @@ func (c *Conn) AtMark(now time.Time) bool {
 // RecvOOB answers recv(MSG_OOB): the urgent byte into b.
 func (c *Conn) RecvOOB(b []byte, peek bool, now time.Time) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.progress(now)
 	if c.fb != nil {
 		return 0, c.fb

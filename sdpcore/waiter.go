@@ -1,6 +1,7 @@
 package sdpcore
 
 import (
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -18,10 +19,28 @@ import (
 // wake tells threads waiting on the connection's eventfd that its state
 // changed: one thread may have read what another one waits for.
 func (c *Conn) wake() {
+	c.woken = c.changes
+	var one = [8]byte{1}
 	if c.efd >= 0 && (c.uncounted || c.sleepers > 0) {
-		var one = [8]byte{1}
 		_, _ = unix.Write(c.efd, one[:])
 	}
+	for _, fd := range c.sleepFds {
+		_, _ = unix.Write(fd, one[:])
+	}
+}
+
+// unlock releases c.mu, first waking the threads that sleep on the
+// connection (having said so: PollWait) if its state changed since they
+// were last woken: a change made outside progress (the flush of queued
+// bytes by another thread's receive, which sends a credit update behind
+// them, for one) must reach a sender that sleeps until there is room.
+// Waiters that did not say so (epoll sets) learn of changes that calls
+// made from the shim, which counts the calls.
+func (c *Conn) unlock() {
+	if c.changes != c.woken && (c.sleepers > 0 || len(c.sleepFds) > 0) {
+		c.wake()
+	}
+	c.mu.Unlock()
 }
 
 // Waiter returns an eventfd that becomes readable when the connection's
@@ -30,7 +49,7 @@ func (c *Conn) wake() {
 // the wake-up from a thread that is still asleep.
 func (c *Conn) Waiter() int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.uncounted = true
 	return c.waiterLocked()
 }
@@ -59,10 +78,21 @@ func (c *Conn) waiterLocked() int {
 // (level-triggered) before it asks again; then a read that would only say
 // EAGAIN is skipped.
 func (c *Conn) PollWait(want Events, now time.Time, woke, block bool) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
+	return c.PollWaitOwn(want, now, woke, block, -1)
+}
+
+// PollWaitOwn is PollWait for a caller that sleeps on an eventfd of its
+// own (own, not -1: one per thread), which the connection rings on every
+// change while the caller says it sleeps. A thread that wakes then empties
+// only its own: on the connection's shared eventfd, a thread that woke and
+// emptied it could take the wake-up of another thread that had not yet
+// looked, which then slept on (two threads of one connection, one blocked
+// in send and one in recv, hung so under load).
+func (c *Conn) PollWaitOwn(want Events, now time.Time, woke, block bool, own int) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if woke && c.sleepers > 0 {
-		c.sleepers--
+	defer c.unlock()
+	if woke {
+		c.wokeLocked(own)
 	}
 	// Back from a wait, the socket may hold data; a poll() of several
 	// descriptors may return for another one, so only a blocking caller
@@ -70,8 +100,16 @@ func (c *Conn) PollWait(want Events, now time.Time, woke, block bool) (ready, wa
 	ready, wait, deadline, edges, err = c.pollLocked(want, now, block && !woke && want&EvIn != 0)
 	efd = -1
 	if err == nil && ready&want == 0 {
-		if efd = c.waiterLocked(); efd >= 0 {
-			c.sleepers++
+		switch {
+		case own >= 0:
+			if !slices.Contains(c.sleepFds, own) {
+				c.sleepFds = append(c.sleepFds, own)
+			}
+			efd = own
+		default:
+			if efd = c.waiterLocked(); efd >= 0 {
+				c.sleepers++
+			}
 		}
 	}
 	return ready, wait, deadline, edges, efd, err
@@ -79,12 +117,23 @@ func (c *Conn) PollWait(want Events, now time.Time, woke, block bool) (ready, wa
 
 // Woke ends the sleep PollWait counted, for a caller that does not look
 // again (its wait was interrupted, or another descriptor became ready).
-func (c *Conn) Woke() {
+func (c *Conn) Woke() { c.WokeOwn(-1) }
+
+// WokeOwn ends the sleep PollWaitOwn counted for own.
+func (c *Conn) WokeOwn(own int) {
 	c.mu.Lock()
-	if c.sleepers > 0 {
+	c.wokeLocked(own)
+	c.unlock()
+}
+
+func (c *Conn) wokeLocked(own int) {
+	if own >= 0 {
+		if i := slices.Index(c.sleepFds, own); i >= 0 {
+			c.sleepFds = slices.Delete(c.sleepFds, i, i+1)
+		}
+	} else if c.sleepers > 0 {
 		c.sleepers--
 	}
-	c.mu.Unlock()
 }
 
 // releaseWaiter closes the eventfd once nobody can wait on it any more.

@@ -113,3 +113,46 @@ func TestBlockingRecvSkipsEmptyRead(t *testing.T) {
 	t.Logf("%d reads found the socket empty in %d round trips", empty, rounds)
 	require.Less(t, empty, uint64(rounds/4), "a blocking receive read the empty socket before waiting")
 }
+
+// TestWakeEverySleeperOwn: two threads sleep on one connection, each on an
+// eventfd of its own (PollWaitOwn); a change rings both, so that the one
+// that wakes first and empties its eventfd cannot take the other's wake-up
+// (with the connection's one eventfd it could: a Python client whose
+// sender waited for room while its reader slept hung so under load). A
+// sleeper that is back (WokeOwn) is rung no more.
+func TestWakeEverySleeperOwn(t *testing.T) {
+	a, b := connPair(t, testConfig())
+	oneWay(t, b, a, 1)
+	own := [2]int{}
+	for i := range own {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Close(fd) })
+		own[i] = fd
+		ready, _, _, _, efd, err := a.PollWaitOwn(EvIn, time.Now(), false, true, fd)
+		require.NoError(t, err)
+		require.Zero(t, ready&EvIn)
+		require.Equal(t, fd, efd, "a sleeper with its own eventfd sleeps on it")
+	}
+
+	_, err := b.Send([][]byte{{9}}, time.Now())
+	require.NoError(t, err)
+	for i := 0; i < 1000 && a.Queued() == 0; i++ {
+		_, _, _, _, _ = a.PollEdges(EvOut, time.Now())
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(a.Fd()), Events: unix.POLLIN}}, 10)
+	}
+	require.Equal(t, 1, a.Queued())
+	require.True(t, rung(t, own[0]), "the first sleeper missed the change")
+	require.True(t, rung(t, own[1]), "the second sleeper missed the change")
+
+	// Both back: a change rings neither.
+	a.WokeOwn(own[0])
+	a.WokeOwn(own[1])
+	buf := make([]byte, 16)
+	n, err := a.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	oneWay(t, b, a, 1)
+	require.False(t, rung(t, own[0]), "a thread that is back was rung")
+	require.False(t, rung(t, own[1]), "a thread that is back was rung")
+}

@@ -273,7 +273,7 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 // the call ends with its error.
 func (c *Conn) CancelSend(buf []byte) int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	z := c.zsrc
 	if z == nil || z.detached || !sameBuf(buf, z.buf) {
 		return 0

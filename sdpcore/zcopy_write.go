@@ -188,7 +188,7 @@ func (c *Conn) cancelSink(crossed, closing bool) int {
 // into a copy of ours and is read as data by the next call.
 func (c *Conn) CancelRecv(b []byte) int {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.zw == nil || c.zw.cancelled || !sameBuf(b, c.zw.buf) {
 		return c.detachRead(b) // or our RDMA Read into it (Read ZCopy)
 	}

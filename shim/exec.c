@@ -308,6 +308,7 @@ static void count_fork(void)
 static void child_after_fork(void)
 {
 	cached_pid = getpid();
+	wakefd_after_fork();
 	atomic_store(&n_tcp_conns, 0);
 	atomic_store(&n_sockets, 0);
 	for (int i = 0; i < SDP_REASON_MAX; i++)

@@ -1,9 +1,113 @@
 /* shim/transfer.c: waiting, and data transfer on SDP sockets. */
 #include "shim.h"
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 
 /* ---- waiting -------------------------------------------------------------- */
 
-/* drain_wakeups empties a connection's eventfd after it woke this thread. */
+/* A thread waits on SDP connections with an eventfd of its own
+ * (SDP_POLL_OWN), which the engine rings while the thread says it sleeps:
+ * a thread that wakes empties only its own. With one eventfd per
+ * connection, a thread that woke and emptied it could take the wake-up of
+ * another that had not looked yet, which then slept on. Created on the
+ * thread's first wait, closed when the thread ends, never inherited by a
+ * fork's child (wakefd_after_fork). */
+static __thread int thread_wakefd = -1;
+static pthread_key_t wakefd_key;
+static pthread_once_t wakefd_once = PTHREAD_ONCE_INIT;
+/* The eventfds of threads that ended, for the next thread: never closed,
+ * since the engine may still ring one that a thread left registered (a
+ * thread cancelled in its wait), and a closed number can be reused. */
+static pthread_mutex_t wakefd_mu = PTHREAD_MUTEX_INITIALIZER;
+static int *wakefd_free;
+static int wakefd_nfree, wakefd_cap;
+
+static void wakefd_release(void *p)
+{
+	int fd = (int)(intptr_t)p - 1;
+	if (fd < 0)
+		return;
+	pthread_mutex_lock(&wakefd_mu);
+	if (wakefd_nfree == wakefd_cap) {
+		int cap = wakefd_cap ? 2 * wakefd_cap : 16;
+		int *n = realloc(wakefd_free, sizeof *n * cap);
+		if (n) {
+			wakefd_free = n;
+			wakefd_cap = cap;
+		}
+	}
+	if (wakefd_nfree < wakefd_cap)
+		wakefd_free[wakefd_nfree++] = fd;
+	pthread_mutex_unlock(&wakefd_mu);
+}
+
+static void wakefd_key_init(void)
+{
+	pthread_key_create(&wakefd_key, wakefd_release);
+}
+
+static int wakefd_new(void)
+{
+	int fd = -1;
+	pthread_mutex_lock(&wakefd_mu);
+	if (wakefd_nfree > 0)
+		fd = wakefd_free[--wakefd_nfree];
+	pthread_mutex_unlock(&wakefd_mu);
+	if (fd >= 0)
+		return fd;
+	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	/* Out of the application's way, as the engine's own descriptors are. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur != RLIM_INFINITY) {
+		int hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
+		if (hi >= 0) {
+			real.close(fd);
+			fd = hi;
+		}
+	}
+	shim_own_fd(fd, 1);
+	return fd;
+}
+
+/* my_wakefd returns the calling thread's eventfd, or -1 when it cannot be
+ * had (the connection's own is used then). */
+int my_wakefd(void)
+{
+	if (thread_wakefd >= 0)
+		return thread_wakefd;
+	pthread_once(&wakefd_once, wakefd_key_init);
+	int fd = wakefd_new();
+	if (fd < 0)
+		return -1;
+	thread_wakefd = fd;
+	pthread_setspecific(wakefd_key, (void *)(intptr_t)(fd + 1));
+	return fd;
+}
+
+static void wakefd_close(int fd)
+{
+	shim_own_fd(fd, 0);
+	real.close(fd);
+}
+
+/* wakefd_after_fork: the child's copies are the parent's eventfds too
+ * (they would take each other's wake-ups); the child makes its own. */
+void wakefd_after_fork(void)
+{
+	if (thread_wakefd >= 0) {
+		wakefd_close(thread_wakefd);
+		thread_wakefd = -1;
+		pthread_setspecific(wakefd_key, NULL);
+	}
+	pthread_mutex_init(&wakefd_mu, NULL);
+	for (int i = 0; i < wakefd_nfree; i++)
+		wakefd_close(wakefd_free[i]);
+	wakefd_nfree = 0;
+}
+
+/* drain_wakeups empties this thread's eventfd (or a connection's) after it woke this thread. */
 void drain_wakeups(int efd)
 {
 	uint64_t v;
@@ -129,9 +233,9 @@ int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t
 		r &= ~POLLRDHUP;
 	if (*efd >= 0 && (want & SDP_POLL_SLEEP) && (r & want & 0xffff)) {
 		/* Ready after all: the caller does not sleep. */
-		int k2, t2, f2;
+		int k2, t2, f2 = *efd;
 		uint32_t g2;
-		eng.poll(fd, SDP_POLL_WOKE, &k2, &t2, &f2, &g2);
+		eng.poll(fd, SDP_POLL_WOKE | (want & SDP_POLL_OWN), &k2, &t2, &f2, &g2);
 		*efd = -1;
 	}
 	return r;
@@ -153,10 +257,11 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 			atomic_store(&e->threads, 1);
 	}
 	int woke = 0; /* the last look counted this thread as a sleeper */
+	int own = my_wakefd(), of = own >= 0 ? SDP_POLL_OWN : 0;
 	for (;;) {
-		int kw = 0, tmo = -1, efd = -1;
+		int kw = 0, tmo = -1, efd = own;
 		uint32_t edges;
-		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke;
+		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke | of;
 		int r = need > 1 ? lowat_poll(fd, need, f, &kw, &tmo, &efd, &edges) : eng.poll(fd, f, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
@@ -171,7 +276,7 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 			int left = ms_left(*deadline);
 			if (left == 0) {
 				if (woke)
-					eng.poll(fd, SDP_POLL_WOKE, &kw, &tmo, &efd, &edges);
+					eng.poll(fd, SDP_POLL_WOKE | of, &kw, &tmo, &efd, &edges);
 				return -EAGAIN;
 			}
 			if (tmo < 0 || tmo > left)
@@ -181,7 +286,7 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 		unsigned urg = atomic_load(&urg_sent);
 		if (real.poll(p, efd >= 0 ? 2 : 1, tmo) < 0 && errno == EINTR && !restartable() && !urg_restart(urg)) {
 			if (woke)
-				eng.poll(fd, SDP_POLL_WOKE, &kw, &tmo, &efd, &edges);
+				eng.poll(fd, SDP_POLL_WOKE | of, &kw, &tmo, &efd, &edges);
 			return -EINTR;
 		}
 		if (woke && (p[1].revents & POLLIN))
