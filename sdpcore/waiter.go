@@ -100,6 +100,12 @@ func (c *Conn) PollWaitOwn(want Events, now time.Time, woke, block bool, own int
 	ready, wait, deadline, edges, err = c.pollLocked(want, now, block && !woke && want&EvIn != 0)
 	efd = -1
 	if err == nil && ready&want == 0 {
+		// What this look changed reaches the threads asleep already
+		// now, not this one, which has seen it (unlock would ring it
+		// awake at once).
+		if c.changes != c.woken {
+			c.wake()
+		}
 		switch {
 		case own >= 0:
 			if !slices.Contains(c.sleepFds, own) {
