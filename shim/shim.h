@@ -207,10 +207,11 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w);
 
 #define URG_SLOTS 64
 
-/* Several threads blocked on one connection share its eventfd; one of them
- * may empty it just after the engine rang it for another, which then sleeps
- * on. Such a connection's waits are bounded, so that wake-up is late by at
- * most this much, never lost. */
+/* Threads blocked on one connection sleep each on an eventfd of its own
+ * (my_wakefd); a thread that could not make one shares the connection's,
+ * where one thread may empty it just after the engine rang it for another,
+ * which then sleeps on. Waits on a connection that several threads use
+ * stay bounded by this much, so such a wake-up is late, never lost. */
 #define SHARED_WAIT_MS 10
 
 #define URG_WAIT_NS (10 * 1000000LL) /* bounds the wait for a signal to be taken */
