@@ -48,7 +48,7 @@ static int poll_sdp(struct pollfd *p, struct fdent *e, nfds_t i, struct poll_rou
 	int own = my_wakefd();
 	int kw = 0, et = -1, efd = own;
 	uint32_t edges;
-	int f = p->events | SDP_POLL_SLEEP | (pr->slept[i] ? SDP_POLL_WOKE : 0) | (own >= 0 ? SDP_POLL_OWN : 0);
+	int f = p->events | SDP_POLL_SLEEP | (pr->slept[i] ? SDP_POLL_WOKE : 0) | own_flag(own);
 	int r = e->lowat > 1 && (p->events & POLLIN) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
 						    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
 	pr->slept[i] = 0;
@@ -209,7 +209,7 @@ int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 		if (pr.slept[i]) {
 			int kw, et, efd = my_wakefd();
 			uint32_t edges;
-			eng.poll(fds[i].fd, SDP_POLL_WOKE | (efd >= 0 ? SDP_POLL_OWN : 0), &kw, &et, &efd, &edges);
+			eng.poll(fds[i].fd, SDP_POLL_WOKE | own_flag(efd), &kw, &et, &efd, &edges);
 		}
 	}
 	errno = saved;

@@ -383,6 +383,10 @@ int poll_emulated(struct pollfd *fds, nfds_t n, int timeout);
 /* shim/epoll.c */
 int epset_count(struct epset *ep);
 int my_wakefd(void);          /* shim/transfer.c */
+static inline int own_flag(int wakefd)
+{
+	return wakefd >= 0 ? SDP_POLL_OWN : 0;
+}
 void wakefd_after_fork(void); /* shim/transfer.c */
 void epset_clear(struct fdent *e);
 int tcp_ready(int fd, struct fdent *e, short want, uint32_t *edges);

@@ -1,7 +1,6 @@
 /* shim/transfer.c: waiting, and data transfer on SDP sockets. */
 #include "shim.h"
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 
 /* ---- waiting -------------------------------------------------------------- */
 
@@ -9,9 +8,9 @@
  * (SDP_POLL_OWN), which the engine rings while the thread says it sleeps:
  * a thread that wakes empties only its own. With one eventfd per
  * connection, a thread that woke and emptied it could take the wake-up of
- * another that had not looked yet, which then slept on. Created on the
- * thread's first wait, closed when the thread ends, never inherited by a
- * fork's child (wakefd_after_fork). */
+ * another that had not looked yet, which then slept on. Made on the
+ * thread's first wait, handed to a later thread when it ends (wakefd_free),
+ * never kept by a fork's child (wakefd_after_fork). */
 static __thread int thread_wakefd = -1;
 static pthread_key_t wakefd_key;
 static pthread_once_t wakefd_once = PTHREAD_ONCE_INIT;
@@ -58,21 +57,14 @@ static int wakefd_new(void)
 	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (fd < 0)
 		return -1;
-	/* Out of the application's way, as the engine's own descriptors are. */
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur != RLIM_INFINITY) {
-		int hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur / 2));
-		if (hi >= 0) {
-			real.close(fd);
-			fd = hi;
-		}
-	}
+	fd = move_high(fd); /* out of the application's way */
 	shim_own_fd(fd, 1);
 	return fd;
 }
 
 /* my_wakefd returns the calling thread's eventfd, or -1 when it cannot be
- * had (the connection's own is used then). */
+ * had (the connection's own is used then); own_flag is SDP_POLL_OWN for
+ * an eventfd that is one. */
 int my_wakefd(void)
 {
 	if (thread_wakefd >= 0)
@@ -257,7 +249,7 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 			atomic_store(&e->threads, 1);
 	}
 	int woke = 0; /* the last look counted this thread as a sleeper */
-	int own = my_wakefd(), of = own >= 0 ? SDP_POLL_OWN : 0;
+	int own = my_wakefd(), of = own_flag(own);
 	for (;;) {
 		int kw = 0, tmo = -1, efd = own;
 		uint32_t edges;

@@ -24,8 +24,9 @@ func TestEpollFollowsOpenFile(t *testing.T) { runSelfContained(t, "follow", "fol
 
 // TestEpollDeleteAndAddAgain runs tests/c/epollreadd.c: a connection deleted
 // from an epoll set and added again, a thousand times, reports as over the
-// kernel's epoll (the interposer keeps the kernel's part of a deleted
-// registration for the next ADD).
+// kernel's epoll: nothing reported while out of the set, ENOENT for MOD and
+// a second DEL, what waits reported at the ADD (a guard for any change to
+// how the interposer removes and adds its kernel registrations).
 func TestEpollDeleteAndAddAgain(t *testing.T) { runSelfContained(t, "epollreadd", "readd ok") }
 
 // runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
