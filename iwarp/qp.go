@@ -40,14 +40,13 @@ type QP struct {
 	mulpdu  int
 	emss    int  // the TCP segment size FPDUs are cut for
 	runs    bool // FPDUs fill segments exactly and go out in runs (segmentFit)
+	local   int8 // the peer is on this host (PeerLocal): 1 yes, -1 no, 0 not known yet
 
 	txbuf   []byte
 	txoff   int
 	txEnds  []int  // end offset in txbuf of each frame (FPDU or MPA frame)
 	recOff  int    // txbuf offset where the record being written began (Flush)
 	records uint64 // records (sendmmsg messages) written whole
-	mmsg    [maxBatch]unix.Mmsghdr
-	iov     [maxBatch]unix.Iovec
 
 	cur      *RxChunk // chunk being filled and parsed
 	rxr, rxw int      // unparsed bytes are cur.buf[rxr:rxw]
@@ -123,6 +122,25 @@ func (q *QP) SetFd(fd int) {
 	}
 }
 
+// PeerLocal says whether the QP's peer is on this host (SameHost of its
+// socket), asked of the kernel once, unless SetPeerLocal said it first.
+func (q *QP) PeerLocal() bool {
+	if q.local == 0 {
+		q.SetPeerLocal(SameHost(q.fd))
+	}
+	return q.local > 0
+}
+
+// SetPeerLocal tells the QP whether its peer is on this host, for a caller
+// that knows from the addresses it already has (the accepting side's
+// Hello): two system calls fewer per connection.
+func (q *QP) SetPeerLocal(local bool) {
+	q.local = -1
+	if local {
+		q.local = 1
+	}
+}
+
 // WriteRaw queues bytes outside FPDU framing (MPA Request/Reply).
 func (q *QP) WriteRaw(b []byte) {
 	q.last.ok = false
@@ -146,13 +164,11 @@ func (q *QP) ConsumeRaw(n int) { q.rxr += n }
 // frame, which is exactly where framing starts now. mss is the connection's
 // TCP maximum segment size, from which the MULPDU follows; 0 (or less) reads
 // it from the socket (TCP_MAXSEG), and 536, TCP's default, when the kernel
-// does not say.
+// says less or nothing.
 func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int) {
+	sock := SocketMSS(q.fd) // read once: a system call per connection
 	if mss <= 0 {
-		mss = SocketMSS(q.fd)
-		if mss == 0 {
-			mss = 536
-		}
+		mss = max(sock, 536)
 	}
 	// Each FPDU is a whole message the peer may be waiting for: Nagle's
 	// delay would only hold it back (RFC 5044 §5.1 names TCP_NODELAY as the
@@ -169,7 +185,7 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 	// a large one (loopback's) may still grow once the peer's window has
 	// (TCP_MAXSEG right after the handshake is at most half of it), and an
 	// FPDU of that size is already one large buffer for the kernel.
-	q.runs = mss%4 == 0 && mss <= maxRunSegment && mss == SocketMSS(q.fd)
+	q.runs = mss%4 == 0 && mss <= maxRunSegment && mss == sock
 	q.full = true
 	switch {
 	case q.stream != nil:
@@ -423,6 +439,12 @@ func (q *QP) Flush() error {
 	if q.noAlign {
 		return q.flushStream()
 	}
+	if q.txoff == len(q.txbuf) {
+		q.txDone()
+		return nil
+	}
+	b := getBatch()
+	defer b.put()
 	for q.txoff < len(q.txbuf) {
 		n := 0
 		start, rec := q.txoff, q.recOff
@@ -436,14 +458,15 @@ func (q *QP) Flush() error {
 			if q.runOn(rec, end) && i+1 < len(q.txEnds) {
 				continue // whole segments so far: the record goes on
 			}
-			q.iov[n].Base = &q.txbuf[start]
-			q.iov[n].SetLen(end - start)
-			q.mmsg[n].Hdr = unix.Msghdr{Iov: &q.iov[n], Iovlen: 1}
-			q.mmsg[n].Len = 0
+			b.iov[n].Base = &q.txbuf[start]
+			b.iov[n].SetLen(end - start)
+			b.mmsg[n].Hdr = unix.Msghdr{Iov: &b.iov[n], Iovlen: 1}
+			b.mmsg[n].Len = 0
 			n++
 			start, rec = end, end
 		}
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])), uintptr(n),
+		b.used = max(b.used, n)
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&b.mmsg[0])), uintptr(n),
 			q.sendFlags(), 0, 0)
 		runtime.KeepAlive(q.txbuf)
 		if e == unix.EINTR {
@@ -454,8 +477,8 @@ func (q *QP) Flush() error {
 		}
 		short := false
 		for i := 0; i < int(r); i++ {
-			q.txoff += int(q.mmsg[i].Len)
-			if uint64(q.mmsg[i].Len) != q.iov[i].Len {
+			q.txoff += int(b.mmsg[i].Len)
+			if uint64(b.mmsg[i].Len) != b.iov[i].Len {
 				short = true // the rest of this record follows in the next call
 				break
 			}
@@ -470,6 +493,28 @@ func (q *QP) Flush() error {
 	}
 	q.txDone()
 	return nil
+}
+
+// txBatch holds the messages and iovecs of a Flush's sendmmsg calls (4.6
+// KiB). Taken from a pool for each Flush rather than held by every QP: a
+// web server's short connections each allocated and collected them.
+type txBatch struct {
+	mmsg [maxBatch]unix.Mmsghdr
+	iov  [maxBatch]unix.Iovec
+	used int // entries written since get, cleared at put
+}
+
+var txBatches = sync.Pool{New: func() any { return new(txBatch) }}
+
+func getBatch() *txBatch { return txBatches.Get().(*txBatch) }
+
+// put returns b to the pool without pointers into a transmit buffer, which
+// the pool would otherwise keep alive.
+func (b *txBatch) put() {
+	clear(b.mmsg[:b.used])
+	clear(b.iov[:b.used])
+	b.used = 0
+	txBatches.Put(b)
 }
 
 // runOn reports whether a record that began at txbuf offset rec may go on

@@ -1,7 +1,9 @@
 package iwarp
 
 import (
+	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -91,12 +93,39 @@ func SocketMSS(fd int) int {
 // its peer's address is a loopback address or its own local address (the
 // kernel routes both through the loopback device).
 func SameHost(fd int) bool {
-	peer, err1 := unix.Getpeername(fd)
-	local, err2 := unix.Getsockname(fd)
-	if err1 != nil || err2 != nil {
-		return false
+	peer, _, ok1 := SocketAddr(fd, true)
+	local, _, ok2 := SocketAddr(fd, false)
+	return ok1 && ok2 && SameHostAddr(peer, local)
+}
+
+// SocketAddr returns the peer's (peer) or the local address and port of
+// the socket fd, the IP as 16 octets (IPv4 as v4-mapped); ok is false for
+// an error or another family. One system call, no allocation: unix's
+// Getpeername and Getsockname allocate, and for IPv4 ask the kernel for
+// the socket's protocol too (SO_PROTOCOL, for L2TP), a second system call
+// at every connection's start.
+func SocketAddr(fd int, peer bool) (addr [16]byte, port uint16, ok bool) {
+	var rsa unix.RawSockaddrAny
+	n := uint32(unix.SizeofSockaddrAny)
+	nr := uintptr(unix.SYS_GETSOCKNAME)
+	if peer {
+		nr = unix.SYS_GETPEERNAME
 	}
-	return SameHostAddr(addr16(peer), addr16(local))
+	_, _, e := unix.RawSyscall(nr, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)))
+	if e != 0 {
+		return addr, 0, false
+	}
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&rsa))
+		addr[10], addr[11] = 0xff, 0xff
+		copy(addr[12:], sa.Addr[:])
+		return addr, binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:]), true
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(&rsa))
+		return sa.Addr, binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:]), true
+	}
+	return addr, 0, false
 }
 
 // SameHostAddr: the peer p is 127.0.0.0/8 (v4-mapped), ::1, or the local
@@ -104,17 +133,4 @@ func SameHost(fd int) bool {
 func SameHostAddr(p, l [16]byte) bool {
 	mapped := [10]byte(p[:10]) == [10]byte{} && p[10] == 0xff && p[11] == 0xff
 	return p != [16]byte{} && ((mapped && p[12] == 127) || p == [16]byte{15: 1} || p == l)
-}
-
-// addr16 is a socket address's IP as 16 octets, IPv4 as v4-mapped; zero for
-// other families. (Not package net: the engine keeps out of its resolver.)
-func addr16(sa unix.Sockaddr) (a [16]byte) {
-	switch s := sa.(type) {
-	case *unix.SockaddrInet4:
-		a[10], a[11] = 0xff, 0xff
-		copy(a[12:], s.Addr[:])
-	case *unix.SockaddrInet6:
-		a = s.Addr
-	}
-	return a
 }

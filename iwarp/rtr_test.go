@@ -148,3 +148,64 @@ func TestSameHost(t *testing.T) {
 	defer unix.Close(u[1])
 	require.False(t, SameHost(u[0]))
 }
+
+// TestSocketAddr: SocketAddr says what unix.Getpeername and unix.Getsockname
+// say, for IPv4 (v4-mapped) and IPv6, and fails on other families and on a
+// descriptor that is not open.
+func TestSocketAddr(t *testing.T) {
+	check := func(fd int) {
+		for _, peer := range []bool{true, false} {
+			var sa unix.Sockaddr
+			var err error
+			if peer {
+				sa, err = unix.Getpeername(fd)
+			} else {
+				sa, err = unix.Getsockname(fd)
+			}
+			require.NoError(t, err)
+			var want [16]byte
+			var port int
+			switch s := sa.(type) {
+			case *unix.SockaddrInet4:
+				want[10], want[11] = 0xff, 0xff
+				copy(want[12:], s.Addr[:])
+				port = s.Port
+			case *unix.SockaddrInet6:
+				want, port = s.Addr, s.Port
+			default:
+				t.Fatalf("family of %T", sa)
+			}
+			got, gotPort, ok := SocketAddr(fd, peer)
+			require.True(t, ok)
+			require.Equal(t, want, got, "peer %v", peer)
+			require.Equal(t, port, int(gotPort), "peer %v", peer)
+			require.NotZero(t, gotPort)
+		}
+	}
+	a, b := tcpPair(t)
+	check(a)
+	check(b)
+
+	l, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(l)
+	require.NoError(t, unix.Bind(l, &unix.SockaddrInet6{Addr: [16]byte{15: 1}}))
+	require.NoError(t, unix.Listen(l, 1))
+	sa, err := unix.Getsockname(l)
+	require.NoError(t, err)
+	c, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer unix.Close(c)
+	require.NoError(t, unix.Connect(c, sa))
+	check(c)
+	require.True(t, SameHost(c))
+
+	u, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	defer unix.Close(u[0])
+	defer unix.Close(u[1])
+	_, _, ok := SocketAddr(u[0], true)
+	require.False(t, ok, "an AF_UNIX socket")
+	_, _, ok = SocketAddr(-1, false)
+	require.False(t, ok, "no descriptor")
+}

@@ -178,6 +178,8 @@ func (q *QP) flushGather() error {
 	if cap(q.giov) < gatherBatchIov+maxIov {
 		q.giov = make([]unix.Iovec, 0, gatherBatchIov+maxIov) // never grown below: mmsg points into it
 	}
+	b := getBatch()
+	defer b.put()
 	for q.txoff < len(q.txbuf) {
 		q.giov = q.giov[:0]
 		n := 0
@@ -212,9 +214,10 @@ func (q *QP) flushGather() error {
 					reached = q.gatherIov(start, end, i0+maxIov)
 				}
 			}
-			q.mmsg[n].Hdr = unix.Msghdr{Iov: &q.giov[i0]}
-			q.mmsg[n].Hdr.SetIovlen(len(q.giov) - i0)
-			q.mmsg[n].Len = 0
+			b.mmsg[n].Hdr = unix.Msghdr{Iov: &q.giov[i0]}
+			b.mmsg[n].Hdr.SetIovlen(len(q.giov) - i0)
+			b.mmsg[n].Len = 0
+			b.used = max(b.used, n+1)
 			ends[n], whole[n] = reached, reached == end && !q.noAlign
 			n++
 			start, rec = reached, end
@@ -226,7 +229,7 @@ func (q *QP) flushGather() error {
 		if q.noAlign {
 			flags = unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL
 		}
-		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&q.mmsg[0])), uintptr(n), flags, 0, 0)
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(q.fd), uintptr(unsafe.Pointer(&b.mmsg[0])), uintptr(n), flags, 0, 0)
 		runtime.KeepAlive(q.holes)
 		runtime.KeepAlive(q.txbuf)
 		if e == unix.EINTR {
@@ -239,7 +242,7 @@ func (q *QP) flushGather() error {
 		}
 		short := false
 		for i := 0; i < int(r); i++ {
-			q.txoff += int(q.mmsg[i].Len)
+			q.txoff += int(b.mmsg[i].Len)
 			if q.txoff != ends[i] {
 				short = true // the rest of this message follows in the next call
 				break

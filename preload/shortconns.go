@@ -4,9 +4,8 @@ import (
 	"net/netip"
 	"sync"
 
+	"libsdp/iwarp"
 	"libsdp/sdpcore"
-
-	"golang.org/x/sys/unix"
 )
 
 // Shared memory's set-up (a rendezvous socket and a region for each connection) costs a
@@ -35,19 +34,11 @@ func shortPeer(fd int, cfg *sdpcore.Config) netip.AddrPort {
 	if !cfg.SameHost {
 		return netip.AddrPort{}
 	}
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
+	addr, port, ok := iwarp.SocketAddr(fd, true)
+	if !ok {
 		return netip.AddrPort{}
 	}
-	var peer netip.AddrPort
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		peer = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		peer = netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port))
-	default:
-		return netip.AddrPort{}
-	}
+	peer := netip.AddrPortFrom(netip.AddrFrom16(addr).Unmap(), port)
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
 	if shorts.run[peer] >= shortRun {

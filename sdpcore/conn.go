@@ -710,7 +710,7 @@ func (c *Conn) onRequest(now time.Time) bool {
 	ack := AppendHelloAck(nil, ha)
 	c.tr.SendSetupReply(SetupMsg{Markers: markers, CRC: crc, PrivateData: ack})
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = req.Markers, markers, req.CRC || crc
-	c.tr.StartMessages(req.Markers, markers, req.CRC || crc, c.cfg.MarkerSpacing, c.mss())
+	c.tr.StartMessages(req.Markers, markers, req.CRC || crc, c.cfg.MarkerSpacing, 0)
 	// We send at once, not after the accepting side's first FPDU (RFC
 	// 5044 §7.1.2's rule for hardware that must switch to framing first;
 	// the accepting engine reads its stream in order, Reply then FPDUs):
@@ -768,7 +768,7 @@ func (c *Conn) onReply() bool {
 	}
 	crc := req.CRC || rep.CRC
 	c.stats.Markers, c.stats.RxMarker, c.stats.CRC = rep.Markers, req.Markers, crc
-	c.tr.StartMessages(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, c.mss())
+	c.tr.StartMessages(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, 0)
 	c.establish()
 	c.stats.Up = true
 	if c.fc.ring() {
@@ -777,14 +777,6 @@ func (c *Conn) onReply() bool {
 		c.sendControl(MIDData) // the first FPDU: an empty Data message, a credit update
 	}
 	return true
-}
-
-func (c *Conn) mss() int {
-	mss, err := unix.GetsockoptInt(c.tr.Fd(), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	if err != nil || mss < 536 {
-		return 1460
-	}
-	return mss
 }
 
 // sendControl queues a message without payload (credit update, DisConn,

@@ -22,7 +22,7 @@ func NewActive(fd int, cfg Config, now time.Time) *Conn {
 // nil: over the socket.
 func NewActiveStream(fd int, cfg Config, now time.Time, s iwarp.ByteStream) *Conn {
 	cfg.Sanitize()
-	return newActive(newQPTransport(fd, &cfg, s), cfg, now)
+	return newActive(newQPTransport(fd, &cfg, s, nil), cfg, now)
 }
 
 // NewPassive starts the accepting side of a connection whose MPA Request
@@ -43,7 +43,7 @@ func NewPassiveStream(fd int, cfg Config, request []byte, s iwarp.ByteStream) (*
 	if err != nil {
 		return nil, err
 	}
-	return newPassive(newQPTransport(fd, &cfg, s), cfg, h, SetupMsg{Markers: req.Markers, CRC: req.CRC})
+	return newPassive(newQPTransport(fd, &cfg, s, &h), cfg, h, SetupMsg{Markers: req.Markers, CRC: req.CRC})
 }
 
 // AppendRequest appends the MPA Request with our Hello that the accepting
@@ -74,16 +74,22 @@ type qpTransport iwarp.QP
 
 var _ Transport = (*qpTransport)(nil)
 
-func newQPTransport(fd int, cfg *Config, s iwarp.ByteStream) *qpTransport {
+// newQPTransport makes the QP of a connection on fd; own is the accepting
+// side's Hello (nil on the connecting side), whose addresses say whether
+// the peer is on this host without asking the kernel again.
+func newQPTransport(fd int, cfg *Config, s iwarp.ByteStream, own *Hello) *qpTransport {
 	q := iwarp.NewQP(fd)
 	if s != nil {
 		q.UseStream(s)
+	}
+	if own != nil && own.SrcIP != [16]byte{} {
+		q.SetPeerLocal(own.Local())
 	}
 	// Alignment (RFC 5044 §5) lets a receiving NIC find FPDUs in every
 	// segment; within the host no NIC sees them, and on loopback it costs a
 	// buffer per FPDU through both TCP stacks: half the bulk bandwidth of
 	// letting the kernel merge them (docs/PERFORMANCE.md).
-	q.SetAlign(!cfg.Unaligned && (cfg.AlignLocal || !iwarp.SameHost(fd)))
+	q.SetAlign(!cfg.Unaligned && (cfg.AlignLocal || !q.PeerLocal()))
 	return (*qpTransport)(q)
 }
 

@@ -159,7 +159,7 @@ func (c *Conn) joinSameHost(h *HelloAck) {
 func (t *qpTransport) OfferSameHost() ([16]byte, error) {
 	// A peer at another address cannot take it, and the offer would
 	// hold this side's first messages for the answer.
-	if !iwarp.SameHost(t.qp().Fd()) {
+	if !t.qp().PeerLocal() {
 		return [16]byte{}, errors.New("the peer is not on this host")
 	}
 	rv, err := shm.Listen()

@@ -596,3 +596,32 @@ func TestHelloLocal(t *testing.T) {
 		})
 	}
 }
+
+// TestPassiveLocalFromHello: the accepting side takes whether its peer is
+// on this host from the addresses of its own Hello, which the shim filled
+// from the socket, instead of asking the kernel again; a Hello without
+// addresses leaves it to the socket. Over loopback the socket says local,
+// so a Hello that names two hosts shows which was asked.
+func TestPassiveLocalFromHello(t *testing.T) {
+	v4 := func(a, b, c, d byte) (ip [16]byte) { ip[12], ip[13], ip[14], ip[15] = a, b, c, d; return ip }
+	for _, c := range []struct {
+		name     string
+		src, dst [16]byte
+		local    bool
+	}{
+		{"hello-other-host", v4(10, 0, 0, 1), v4(10, 0, 0, 2), false},
+		{"hello-loopback", v4(127, 0, 0, 1), v4(127, 0, 0, 1), true},
+		{"no-addresses", [16]byte{}, [16]byte{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Sanitize()
+			_, afd := tcpPair(t)
+			h := &Hello{Bufs: uint16(cfg.RecvBufs), IPVersion: 4, MaxAdverts: 1, DesRemRcvSz: uint32(cfg.BufSize),
+				LocalRcvSz: uint32(cfg.BufSize), SrcIP: c.src, DstIP: c.dst}
+			p, err := NewPassive(afd, cfg, AppendRequest(nil, cfg, h))
+			require.NoError(t, err)
+			require.Equal(t, c.local, p.tr.(*qpTransport).qp().PeerLocal())
+		})
+	}
+}

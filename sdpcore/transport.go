@@ -53,7 +53,7 @@ type SetupExchange interface {
 	// StartMessages ends the setup exchange: from now on both directions
 	// carry messages, framed as the two sides agreed (markers per
 	// direction, CRC, marker spacing, and the TCP segment size messages are
-	// cut for).
+	// cut for; 0: the socket's).
 	StartMessages(txMarkers, rxMarkers, crc bool, markerSpacing, mss int)
 }
 
