@@ -144,11 +144,17 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 {
 	switch (op) {
 	case EPOLL_CTL_ADD:
+		if (r && r->parked) {
+			/* Back after a DEL: the kernel's part is still there. */
+			*r = (struct epreg){ .fd = fd, .gen = r->gen, .events = ev ? ev->events : 0, .data = ev ? ev->data : r->data,
+					     .kfired = 1, .efd = r->efd, .wfull = atomic_load(&e->wfull), .kmask = r->kmask, .due = -1 };
+			return ev ? 0 : EFAULT;
+		}
 		if (r)
 			return EEXIST;
 		return ev ? epreg_add(epfd, ep, fd, e, ev) : EFAULT;
 	case EPOLL_CTL_MOD:
-		if (!r)
+		if (!r || r->parked)
 			return ENOENT;
 		if (!ev)
 			return EFAULT;
@@ -159,12 +165,14 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 		r->kfired = 1;
 		return 0;
 	case EPOLL_CTL_DEL:
-		if (!r)
+		if (!r || r->parked)
 			return ENOENT;
-		if (r->efd >= 0)
-			real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
-		epreg_remove(ep, r);
-		real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+		/* Event loops delete and add a connection again as its
+		 * interest comes and goes (redis-benchmark: at every request):
+		 * the kernel's registrations of its socket and eventfd stay
+		 * until it comes back, its descriptor is closed, or one of
+		 * them fires while it is away (epoll_mark). */
+		r->parked = 1;
 		return 0;
 	default:
 		return EINVAL;
@@ -307,7 +315,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 			i--;
 			continue;
 		}
-		if (r->disabled)
+		if (r->disabled || r->parked)
 			continue;
 		if (unchanged(r, e, atomic_load(&e->kind), &now)) {
 			if (r->due >= 0) {
@@ -410,7 +418,7 @@ void epoll_follow(int fd, struct fdent *e)
 			continue;
 		pthread_mutex_lock(&x->ep->mu);
 		struct epreg *r = epreg_find(x->ep, fd);
-		if (r && r->gen == gen && !epreg_find(x->ep, other)) {
+		if (r && r->gen == gen && !r->parked && !epreg_find(x->ep, other)) {
 			r->fd = other;
 			r->gen = ngen;
 			r->kfired = 1;
@@ -429,7 +437,7 @@ int epoll_peek(struct epset *ep)
 	for (int i = 0; i < ep->n && !found; i++) {
 		struct epreg *r = &ep->regs[i];
 		struct fdent *e = ours(r->fd);
-		if (r->disabled || !e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) == K_EPOLL)
+		if (r->disabled || r->parked || !e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) == K_EPOLL)
 			continue;
 		int kw, et, efd;
 		uint32_t edges;
@@ -445,14 +453,25 @@ int epoll_peek(struct epset *ep)
 	return found;
 }
 
-static void epoll_mark(struct epset *ep, uint64_t tag)
+/* epoll_mark notes a kernel event of a registration. One the application
+ * deleted (parked) leaves the kernel's set now, so that its socket wakes
+ * this set at most once after the DEL. */
+static void epoll_mark(int epfd, struct epset *ep, uint64_t tag)
 {
 	int fd = (int)(tag & 0xffff);
 	uint32_t gen = (uint32_t)(tag >> 16);
 	pthread_mutex_lock(&ep->mu);
 	struct epreg *r = epreg_find(ep, fd);
-	if (r && r->gen == gen)
-		r->kfired = 1;
+	if (r && r->gen == gen) {
+		if (r->parked) {
+			if (r->efd >= 0)
+				real.epoll_ctl(epfd, EPOLL_CTL_DEL, r->efd, NULL);
+			real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			epreg_remove(ep, r);
+		} else {
+			r->kfired = 1;
+		}
+	}
 	pthread_mutex_unlock(&ep->mu);
 }
 
@@ -490,7 +509,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 		int marked = 0;
 		for (int j = 0; j < kn; j++) {
 			if ((kev[j].data.u64 & EP_TAG_MASK) == EP_TAG) {
-				epoll_mark(ep, kev[j].data.u64);
+				epoll_mark(epfd, ep, kev[j].data.u64);
 				marked = 1;
 			} else if (n < max) {
 				events[n++] = kev[j];

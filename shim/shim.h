@@ -236,6 +236,7 @@ struct epreg {
 	uint32_t ready;   /* what was ready at the last look (level-triggered: reported again) */
 	uint32_t touched; /* the connection's engine calls counted at the last look (fdent.touched) */
 	int64_t due;      /* now_ms() when the engine's own timer for it runs out; -1: none */
+	int parked;       /* deleted by the application; the kernel's part kept for its next ADD */
 };
 
 /* What the kernel watches an SDP connection's socket for in an epoll set:
