@@ -25,7 +25,7 @@ func updateCRC32C(crc uint32, p []byte) uint32 {
 		crc = ^crc32cFold512(^crc, p[:n])
 		p = p[n:]
 	}
-	return crc32.Update(crc, castagnoli, p)
+	return crc32.Update(crc, castagnoli(), p)
 }
 
 // crcFolding reports whether updateCRC32C folds with AVX-512.

@@ -4,7 +4,7 @@ package iwarp
 
 import "github.com/klauspost/crc32"
 
-func updateCRC32C(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
+func updateCRC32C(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli(), p) }
 
 func crcFolding() bool { return false }
 
