@@ -176,6 +176,7 @@ worker_ticks() {
 info "TCP and libsdp, ${secs}s per tool run, $runs runs; ratios libsdp/TCP (latency: TCP/libsdp)"
 for net in $nets; do
 	[[ $net == veth ]] && veth_up
+	place "$net" # addr, for the cases that name it before a helper has placed them
 	for r in $(seq 1 "$runs"); do
 		declare -A v=()
 		for cfg in tcp $cfgs; do
