@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"libsdp/internal/testnet"
+
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -22,13 +24,7 @@ func BenchmarkConnection(b *testing.B) {
 }
 
 func benchConnections(b *testing.B, sdp bool) {
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(b, err)
-	defer unix.Close(l)
-	require.NoError(b, unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(b, unix.Listen(l, 16))
-	sa, err := unix.Getsockname(l)
-	require.NoError(b, err)
+	l, sa := testnet.Listener(b, 16)
 	cfg := testConfig()
 	cfg.Sanitize()
 	req, resp := make([]byte, 100), make([]byte, 4<<10)

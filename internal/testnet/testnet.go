@@ -21,13 +21,8 @@ func TCPPair(t testing.TB) (client, server int) {
 // loopback's.
 func TCPPairMSS(t testing.TB, mss int) (client, server int) {
 	t.Helper()
-	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	require.NoError(t, err)
+	l, sa := listen(t, 1)
 	defer unix.Close(l)
-	require.NoError(t, unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	require.NoError(t, unix.Listen(l, 1))
-	sa, err := unix.Getsockname(l)
-	require.NoError(t, err)
 	c, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	require.NoError(t, err)
 	if mss > 0 {
@@ -39,4 +34,25 @@ func TCPPairMSS(t testing.TB, mss int) (client, server int) {
 	require.NoError(t, err)
 	t.Cleanup(func() { unix.Close(a); unix.Close(c) })
 	return c, a
+}
+
+// Listener returns a TCP socket listening on 127.0.0.1 with a backlog of
+// backlog, and its address, closed when the test ends: for a test that
+// makes many connections to one listener.
+func Listener(t testing.TB, backlog int) (int, unix.Sockaddr) {
+	t.Helper()
+	l, sa := listen(t, backlog)
+	t.Cleanup(func() { unix.Close(l) })
+	return l, sa
+}
+
+func listen(t testing.TB, backlog int) (int, unix.Sockaddr) {
+	t.Helper()
+	l, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.Bind(l, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, unix.Listen(l, backlog))
+	sa, err := unix.Getsockname(l)
+	require.NoError(t, err)
+	return l, sa
 }
