@@ -7,7 +7,8 @@
 #   - sockperf ping-pong, 64 B: the median latency (µs; lower is better);
 #   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes;
 #   - ab -n 5000 -c 8 without keep-alive against nginx (2 workers, a 4 KiB page): requests/s,
-#     which is mostly connection set-up, and the CPU the nginx workers spent per request.
+#     which is mostly connection set-up, the CPU the nginx workers spent per request, and the
+#     system calls they made per request (perf stat, where it can count them).
 # Each case runs TOOLS_RUNS times (default 2), TCP and libsdp alternating; one line per run
 # with the ratio libsdp/TCP (for latency, TCP's latency over libsdp's: above 1 is better).
 # libsdp runs over iWARP (iwarp: SDP_SHM=0) and with shared memory between the two ends
@@ -152,16 +153,28 @@ http {
 CONF
 	serve "$net" "$cfg" "$port" "$(PATH=$PATH:/usr/sbin command -v nginx)" -p "$d" -c "$d/nginx.conf" \
 		-g 'daemon off; master_process on;'
-	local workers t0 t1 rps
+	local workers t0 t1 rps sc=- ps=""
 	workers=$(pgrep -P "${pids[-1]}" | paste -sd' ')
 	t0=$(worker_ticks "$workers")
+	# The workers' system calls, every thread (those started later too: perf stat's counters
+	# are inherited), where perf can count them.
+	if perf stat -e raw_syscalls:sys_enter true >/dev/null 2>&1; then
+		perf stat -x, -e raw_syscalls:sys_enter -p "${workers// /,}" -o "$tmp/ab.perf" >/dev/null 2>&1 &
+		ps=$!
+	fi
 	rps=$(client "$net" "$cfg" ab -q -n 5000 -c 8 "http://$addr:$port/index.html" |
 		awk '$1 == "Failed" && $3 > 0 { bad = 1 } $1 == "Non-2xx" { bad = 1 }
 			$1 == "Requests" && $2 == "per" { rps = $4 } END { print (bad || rps == "") ? "-" : rps }')
 	t1=$(worker_ticks "$workers")
+	if [[ -n $ps ]]; then
+		kill -INT "$ps" 2>/dev/null || true
+		wait "$ps" 2>/dev/null || true
+		sc=$(awk -F, '/raw_syscalls:sys_enter/ && $1 ~ /^[0-9]+$/ { printf "%.1f", $1 / 5000 }' "$tmp/ab.perf" 2>/dev/null)
+	fi
 	stop_servers
-	# requests/s, then the workers' CPU per request (µs, user and system, every thread)
-	echo "$rps $(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", t / hz * 1e6 / 5000 }')"
+	# requests/s, the workers' CPU per request (µs, user and system, every thread) and their
+	# system calls per request
+	echo "$rps $(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.0f", t / hz * 1e6 / 5000 }') ${sc:--}"
 }
 
 # worker_ticks PID...: the user and system time the processes have used, in clock ticks.
@@ -197,7 +210,7 @@ for net in $nets; do
 			fi
 			if [[ $cases == *" np "* ]]; then np "$net" "$cfg" "$(port_for "$net")"; fi
 			if [[ $cases == *" ab "* ]]; then
-				read -r v[$cfg.ab] v[$cfg.abcpu] < <(web "$net" "$cfg" "$(port_for "$net")")
+				read -r v[$cfg.ab] v[$cfg.abcpu] v[$cfg.absc] < <(web "$net" "$cfg" "$(port_for "$net")")
 			fi
 		done
 		for c in $cfgs; do
@@ -224,9 +237,9 @@ for net in $nets; do
 				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
 			fi
 			if [[ $cases == *" ab "* ]]; then
-				printf '%-4s %-5s run %d  ab -n 5000 -c 8 nginx %s/%s req/s = %s   nginx CPU per request %s/%s us\n' \
+				printf '%-4s %-5s run %d  ab -n 5000 -c 8 nginx %s/%s req/s = %s   nginx CPU per request %s/%s us   system calls per request %s/%s\n' \
 					"$net" "$c" "$r" "${v[$c.ab]}" "${v[tcp.ab]}" "$(ratio "${v[$c.ab]}" "${v[tcp.ab]}")" \
-					"${v[$c.abcpu]}" "${v[tcp.abcpu]}"
+					"${v[$c.abcpu]}" "${v[tcp.abcpu]}" "${v[$c.absc]}" "${v[tcp.absc]}"
 			fi
 		done
 		unset v
