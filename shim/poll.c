@@ -71,7 +71,7 @@ static int poll_sdp(struct pollfd *p, struct fdent *e, nfds_t i, struct poll_rou
 	}
 	if (et >= 0 && (pr->tmo < 0 || et < pr->tmo))
 		pr->tmo = et;
-	if (atomic_load(&e->threads) && (pr->tmo < 0 || pr->tmo > SHARED_WAIT_MS))
+	if (own < 0 && atomic_load(&e->threads) && (pr->tmo < 0 || pr->tmo > SHARED_WAIT_MS))
 		pr->tmo = SHARED_WAIT_MS;
 	return 0;
 }

@@ -208,10 +208,12 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w);
 #define URG_SLOTS 64
 
 /* Threads blocked on one connection sleep each on an eventfd of its own
- * (my_wakefd); a thread that could not make one shares the connection's,
- * where one thread may empty it just after the engine rang it for another,
- * which then sleeps on. Waits on a connection that several threads use
- * stay bounded by this much, so such a wake-up is late, never lost. */
+ * (my_wakefd), which the engine rings for each: their waits have no bound.
+ * A thread that could not make one (no descriptor left) shares the
+ * connection's, where one thread may empty it just after the engine rang
+ * it for another, which then sleeps on: such a thread's waits on a
+ * connection that several threads use stay bounded by this much, so that
+ * wake-up is late, never lost. */
 #define SHARED_WAIT_MS 10
 
 #define URG_WAIT_NS (10 * 1000000LL) /* bounds the wait for a signal to be taken */

@@ -262,7 +262,7 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 		woke = efd >= 0 ? SDP_POLL_WOKE : 0;
 		if (kw == 0)
 			kw = POLLIN;
-		if (e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
+		if (own < 0 && e && atomic_load(&e->threads) && (tmo < 0 || tmo > SHARED_WAIT_MS))
 			tmo = SHARED_WAIT_MS;
 		if (*deadline > 0) {
 			int left = ms_left(*deadline);
