@@ -161,11 +161,9 @@ type Conn struct {
 	parts [][]byte
 	hdr   [BSDHLen]byte
 	early []byte // taken before the connection was up; sent first once it is
-	// earlyStore is early's backing array, kept while the connection
-	// lives: a busy sender queues and drains it many times a second, and
-	// growing a fresh one each time made the garbage collector run
-	// several times per megabyte sent (earlyqueue.go).
-	earlyStore []byte
+	// earlyStore is early's backing array while early holds bytes, from a
+	// pool of the process (earlyqueue.go).
+	earlyStore *earlyBuf
 	earlyOOB   int // early[earlyOOB-1] is an urgent byte (0: none)
 	// creditStalled: a send waited for credits since our last update; a
 	// peer that has sent DisConn may have none left to return them.

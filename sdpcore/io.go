@@ -340,7 +340,7 @@ func (c *Conn) drainEarly(now time.Time) {
 		c.early = c.early[n:]
 	}
 	if len(c.early) == 0 {
-		c.early = c.earlyStore[:0]
+		c.releaseEarly()
 	}
 }
 

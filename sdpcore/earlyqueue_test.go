@@ -1,0 +1,74 @@
+package sdpcore
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// queueRun queues data on c's early queue in pieces of 16 KiB (a proxy's
+// corked writes), draining 8 KiB from the front after every fourth piece as
+// a send of a full message would, and returns the offset in data where what
+// the queue should hold begins.
+func queueRun(c *Conn, data []byte) int {
+	from := 0
+	for i, off := 0, 0; off < len(data); i, off = i+1, off+16<<10 {
+		piece := data[off:min(off+16<<10, len(data))]
+		c.early = append(c.earlyRoom(len(piece)), piece...)
+		if i%4 == 3 {
+			c.early, from = c.early[8<<10:], from+8<<10
+		}
+	}
+	return from
+}
+
+// TestEarlyQueueKeepsBytes: the queue's bytes survive every move, to the
+// front of its store and into larger stores, wherever they lay.
+func TestEarlyQueueKeepsBytes(t *testing.T) {
+	c := &Conn{}
+	data := randBytes(240<<10, 3)
+	from := queueRun(c, data)
+	require.True(t, bytes.Equal(data[from:], c.early))
+	require.NotNil(t, c.earlyStore)
+	k := earlyClass(cap(c.earlyStore.b))
+	require.GreaterOrEqual(t, k, 0)
+	require.Equal(t, earlyClassMin<<k, cap(c.earlyStore.b), "stores are of a class")
+	c.releaseEarly()
+	require.Nil(t, c.earlyStore)
+	require.Empty(t, c.early)
+}
+
+// TestEarlyQueueReusesStores: connection after connection filling and
+// draining the queue, as a proxy's do, allocate nothing once the pool holds
+// stores; grown afresh each time they allocated 480 KiB per connection.
+func TestEarlyQueueReusesStores(t *testing.T) {
+	data := randBytes(240<<10, 4)
+	cycle := func() {
+		c := &Conn{}
+		queueRun(c, data)
+		c.releaseEarly()
+	}
+	cycle()
+	allocs := testing.AllocsPerRun(50, cycle)
+	t.Logf("%.1f allocations per connection", allocs)
+	limit := 1.0 // a Conn each time, and no store
+	if raceEnabled {
+		limit = 6 // the detector's pool drops some stores; unpooled, 11
+	}
+	require.LessOrEqual(t, allocs, limit)
+}
+
+// TestEarlyClasses: every size up to earlyMax has a class that holds it.
+func TestEarlyClasses(t *testing.T) {
+	require.Equal(t, earlyMax, earlyClassMin<<(earlyClasses-1))
+	for _, n := range []int{0, 1, earlyClassMin, earlyClassMin + 1, earlyMax - 1, earlyMax} {
+		k := earlyClass(n)
+		require.GreaterOrEqual(t, k, 0, "size %d", n)
+		require.LessOrEqual(t, n, earlyClassMin<<k)
+	}
+	require.Equal(t, -1, earlyClass(earlyMax+1))
+	e := getEarly(earlyMax + 1)
+	require.GreaterOrEqual(t, cap(e.b), earlyMax+1)
+	putEarly(e) // of no class: left to the collector
+}
