@@ -57,7 +57,7 @@ var (
 	coreCfg sdpcore.Config
 
 	mu        sync.RWMutex
-	conns     = map[int]*sdpcore.Conn{}
+	conns     = newConnTable()
 	lingering = map[*sdpcore.Conn]bool{}  // closed by the application, still finishing (lingerMu)
 	aliases   = map[*sdpcore.Conn][]int{} // descriptors of connections that were duplicated
 	early     = map[int][]byte{}          // bytes a connection that fell back still owes the peer
@@ -176,10 +176,7 @@ func logf(level int, format string, args ...any) {
 // (faultinject.go).
 func lookup(fd int, kind callKind) *sdpcore.Conn {
 	injectFault(fd, kind)
-	mu.RLock()
-	c := conns[fd]
-	mu.RUnlock()
-	return c
+	return conns.get(fd)
 }
 
 func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
@@ -207,8 +204,8 @@ func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
 		watchShort(c, peer)
 	}
 	mu.Lock()
-	old := conns[fd]
-	conns[fd] = c
+	old := conns.m[fd]
+	conns.set(fd, c)
 	delete(dead, fd)
 	mu.Unlock()
 	if old != nil {
@@ -222,8 +219,8 @@ func attach(fd int, role sdpcore.Role, patient bool, request []byte) int {
 func detach(fd int) *sdpcore.Conn {
 	mu.Lock()
 	defer mu.Unlock()
-	c := conns[fd]
-	delete(conns, fd)
+	c := conns.m[fd]
+	conns.del(fd)
 	if c != nil {
 		accountLocked(c)
 	}
@@ -366,7 +363,7 @@ func takeEarly(fd int, dst []byte) int {
 func alias(oldfd, newfd int) int {
 	mu.Lock()
 	defer mu.Unlock()
-	c := conns[oldfd]
+	c := conns.m[oldfd]
 	if c == nil {
 		return -int(unix.EBADF)
 	}
@@ -375,7 +372,7 @@ func alias(oldfd, newfd int) int {
 		fds = []int{oldfd}
 	}
 	aliases[c] = append(fds, newfd)
-	conns[newfd] = c
+	conns.set(newfd, c)
 	return 0
 }
 
@@ -418,9 +415,9 @@ const exitFlushMax = 10 * time.Second
 func flushAtExit(max time.Duration) {
 	mu.Lock()
 	lingerMu.Lock()
-	open := make([]int, 0, len(conns))
-	all := make([]*sdpcore.Conn, 0, len(conns)+len(lingering))
-	for fd, c := range conns {
+	open := make([]int, 0, len(conns.m))
+	all := make([]*sdpcore.Conn, 0, len(conns.m)+len(lingering))
+	for fd, c := range conns.m {
 		open = append(open, fd)
 		all = append(all, c)
 	}
@@ -461,8 +458,8 @@ func closeConn(fd int) {
 	mu.Lock()
 	delete(dead, fd)
 	delete(bufSizes, fd)
-	c := conns[fd]
-	delete(conns, fd)
+	c := conns.m[fd]
+	conns.del(fd)
 	shared := c != nil && aliases[c] != nil && unaliasLocked(c, fd)
 	if c != nil && !shared {
 		lingerMu.Lock()
@@ -563,8 +560,8 @@ func onPanic(fd int, r any) int {
 	logf(levelError, "internal error on fd %d: %v\n%s", fd, r, strings.TrimSpace(string(debug.Stack())))
 	if fd >= 0 {
 		mu.Lock()
-		if c := conns[fd]; c != nil {
-			delete(conns, fd)
+		if c := conns.m[fd]; c != nil {
+			conns.del(fd)
 			accountLocked(c)
 			dead[fd] = unix.EIO
 			c.Abandon() // nothing of ours may touch fd's number again
@@ -612,7 +609,7 @@ func statsLine() string {
 	closedMu.Lock()
 	t := closedStats
 	closedMu.Unlock()
-	for _, c := range conns {
+	for _, c := range conns.m {
 		addStats(&t, c)
 	}
 	for c := range lingering {

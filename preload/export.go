@@ -79,8 +79,9 @@ func sdp_sendv(fd C.int, iov *C.struct_iovec, cnt C.int) (rc C.int64_t) {
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
 	}
-	n, err := c.Send(iovecs(iov, cnt), time.Now())
-	if c.NeedsBackground() { // bytes the kernel could not take: flush them without waiting for a call
+	// The zero time: the connection reads the clock only if a timer needs it (sdpcore/clock.go).
+	n, bg, err := c.SendThenBackground(iovecs(iov, cnt), 0, time.Time{})
+	if bg { // bytes the kernel could not take: flush them without waiting for a call
 		background(c)
 	}
 	return C.int64_t(result(int(fd), c, n, err))
@@ -114,8 +115,8 @@ func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc 
 			f |= m.core
 		}
 	}
-	n, err := c.SendFlags(iovecs(iov, cnt), f, time.Now())
-	if c.NeedsBackground() { // queued or corked bytes: flush them without waiting for a call
+	n, bg, err := c.SendThenBackground(iovecs(iov, cnt), f, time.Time{})
+	if bg { // queued or corked bytes: flush them without waiting for a call
 		background(c)
 	}
 	return C.int64_t(result(int(fd), c, n, err))
@@ -138,7 +139,7 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 			f |= m.core
 		}
 	}
-	n, err := c.Recv(iovecs(iov, cnt), f, time.Now())
+	n, err := c.Recv(iovecs(iov, cnt), f, time.Time{})
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
@@ -188,7 +189,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 		}
 		return -C.int(unix.EBADF)
 	}
-	now := time.Now()
+	var now time.Time // zero: read only where a timer needs it (sdpcore/clock.go)
 	var (
 		ready, w sdpcore.Events
 		deadline time.Time
@@ -228,7 +229,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	// leaves the kernel's edge on it with nothing to report.
 	*efd = C.int(waiter)
 	if !deadline.IsZero() {
-		ms := deadline.Sub(now).Milliseconds() + 1
+		ms := time.Until(deadline).Milliseconds() + 1
 		if ms < 0 {
 			ms = 0
 		}

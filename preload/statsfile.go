@@ -135,8 +135,8 @@ func snapshot() *statsfile.Process {
 		}
 	}
 	mu.RLock()
-	byFd := make(map[int]*sdpcore.Conn, len(conns))
-	for fd, c := range conns {
+	byFd := make(map[int]*sdpcore.Conn, len(conns.m))
+	for fd, c := range conns.m {
 		byFd[fd] = c
 	}
 	var closing []*sdpcore.Conn

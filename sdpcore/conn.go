@@ -241,7 +241,7 @@ type piece struct {
 // SDP port is established (NewActive); cfg is sanitized.
 func newActive(tr Transport, cfg Config, now time.Time) *Conn {
 	c := &Conn{cfg: cfg, role: Active, st: stAwaitRequest, tr: tr, efd: -1}
-	c.deadline = now.Add(cfg.ConnectTimeout)
+	c.deadline = orNow(now).Add(cfg.ConnectTimeout)
 	c.initModes()
 	return c
 }
@@ -473,11 +473,11 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 		}
 	}
 	// Only after reading all there is: a late look is not a late peer.
-	if c.phase() == stAwaitRequest && c.fb == nil && !c.patient && !now.Before(c.deadline) {
+	if c.phase() == stAwaitRequest && c.fb == nil && !c.patient && !orNow(now).Before(c.deadline) {
 		c.fallback(&FallbackError{Reason: "timeout", Detail: "no MPA Request within " + c.cfg.ConnectTimeout.String()})
 		return
 	}
-	if c.phase() == stAwaitReply && !now.Before(c.deadline) {
+	if c.phase() == stAwaitReply && !orNow(now).Before(c.deadline) {
 		c.fail(&HandshakeTimeoutError{Wait: c.cfg.HandshakeTimeout})
 		return
 	}

@@ -56,6 +56,19 @@ func (c *Conn) Uncork(now time.Time) {
 func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.unlock()
+	return c.sendFlagsLocked(bufs, flags, now)
+}
+
+// SendThenBackground is SendFlags followed by NeedsBackground, under one
+// hold of the connection's lock: what the preload's send does every time.
+func (c *Conn) SendThenBackground(bufs [][]byte, flags SendFlags, now time.Time) (n int, bg bool, err error) {
+	c.mu.Lock()
+	defer c.unlock()
+	n, err = c.sendFlagsLocked(bufs, flags, now)
+	return n, c.needsBackgroundLocked(), err
+}
+
+func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
 	if c.phase() != stEstablished {
 		c.progress(now)
 	}
@@ -84,7 +97,7 @@ func (c *Conn) SendFlags(bufs [][]byte, flags SendFlags, now time.Time) (int, er
 	if flags&SendMore != 0 {
 		// Corked bytes share the early queue: taken now, sent first.
 		if len(c.early) == 0 {
-			c.corkUntil = now.Add(corkMax)
+			c.corkUntil = orNow(now).Add(corkMax)
 		} else {
 			c.stats.CoalescedSends++
 		}
@@ -323,7 +336,7 @@ func (c *Conn) creditQueue() bool {
 
 // drainEarly sends early (and corked) bytes as far as the mode allows.
 func (c *Conn) drainEarly(now time.Time) {
-	if c.corked && now.Before(c.corkUntil) {
+	if c.corked && orNow(now).Before(c.corkUntil) {
 		c.sendFullCorked(now)
 		return
 	}
@@ -352,6 +365,10 @@ func (c *Conn) wrShutSent() bool { return c.disSent() }
 func (c *Conn) NeedsBackground() bool {
 	c.mu.Lock()
 	defer c.unlock()
+	return c.needsBackgroundLocked()
+}
+
+func (c *Conn) needsBackgroundLocked() bool {
 	if c.bg || c.async || c.closed || c.phase() == stFailed || c.fb != nil {
 		return false
 	}

@@ -49,6 +49,7 @@ func (l *Lingering) Fd() int { return l.fd }
 // finished (or until has passed: then Release), and otherwise the poll
 // events to wait for on Fd and for how long at most before the next Step.
 func (l *Lingering) Step(now time.Time) (done bool, events int16, wait time.Duration) {
+	now = orNow(now)
 	c := l.c
 	c.mu.Lock()
 	c.progress(now)

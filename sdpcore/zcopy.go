@@ -134,7 +134,7 @@ func (c *Conn) startZCopy(buf []byte, now time.Time) bool {
 	if wait <= 0 {
 		wait = zcopyCancel
 	}
-	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: now.Add(wait), copied0: c.tr.TxCopied()}
+	c.zsrc = &zsrc{stag: stag, buf: buf, n: len(buf), cancelAt: orNow(now).Add(wait), copied0: c.tr.TxCopied()}
 	var b [srcAvailLen]byte
 	binary.BigEndian.PutUint32(b[BSDHLen:], uint32(len(buf)))
 	binary.BigEndian.PutUint32(b[BSDHLen+4:], uint32(stag))
@@ -177,6 +177,7 @@ func (c *Conn) zsrcTimers(now time.Time) {
 	if z == nil || c.zsrcAnswered() {
 		return
 	}
+	now = orNow(now)
 	if !z.cancelled && (z.detached || (z.read == 0 && !now.Before(z.cancelAt))) && c.credits() >= 1 {
 		z.cancelled = true
 		z.nudgeAt = now.Add(zcopyNudge)
@@ -251,7 +252,7 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 	}
 	n := z.read
 	if n == 0 {
-		c.zcopyPause = now.Add(zcopyBackoff)
+		c.zcopyPause = orNow(now).Add(zcopyBackoff)
 	}
 	if n < z.n { // SendSM: the rest by buffer copy
 		n += c.push([][]byte{z.buf[n:]}, z.n-n, now, true)
