@@ -14,7 +14,10 @@ GO      ?= go
 CC      ?= gcc
 BUILD   := build
 CFLAGS  ?= -O2 -g
-SHIM_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -D_GNU_SOURCE
+# initial-exec: the shim is loaded with the program (LD_PRELOAD), so its few thread-locals sit in
+# the static TLS block and each access is one instruction, not a call to __tls_get_addr on every
+# send and receive (1.5% of a 64-byte send's CPU).
+SHIM_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -D_GNU_SOURCE -ftls-model=initial-exec
 # Go is in /usr/local/go/bin on a fresh machine; make works from a shell whose PATH lacks it.
 export PATH := $(PATH):/usr/local/go/bin
 

@@ -292,6 +292,9 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 	if err == nil {
 		return n
 	}
+	if err == sdpcore.ErrWouldBlock { // every read to EAGAIN: no reflection (errors.As)
+		return -int(unix.EAGAIN)
+	}
 	var fb *sdpcore.FallbackError
 	if errors.As(err, &fb) {
 		detach(fd)

@@ -369,6 +369,9 @@ func (e *HandshakeTimeoutError) Unwrap() error { return unix.ETIMEDOUT }
 
 // Errno maps a connection failure to the errno the application sees.
 func Errno(err error) unix.Errno {
+	if en, ok := err.(unix.Errno); ok { // the usual case, without errors.As's reflection
+		return en
+	}
 	var en unix.Errno
 	var pe *ProtoError
 	switch {
