@@ -27,30 +27,28 @@ func newConnTable() *connTable { return &connTable{m: map[int]*sdpcore.Conn{}} }
 
 // get returns fd's connection or nil, without a lock below 2^21.
 func (t *connTable) get(fd int) *sdpcore.Conn {
-	if fd < 0 || fd >= connPages<<connPageBits {
+	if !inTable(fd) {
 		// fs.nr_open raised past 2^21: such descriptors are looked up in m.
 		mu.RLock()
 		defer mu.RUnlock()
 		return t.m[fd]
 	}
-	p := t.pages[fd>>connPageBits].Load()
-	if p == nil {
-		return nil
+	if p := t.pages[fd>>connPageBits].Load(); p != nil {
+		return p[fd&(1<<connPageBits-1)].Load()
 	}
-	return p[fd&(1<<connPageBits-1)].Load()
+	return nil
 }
 
 // set makes c fd's connection; mu is held.
 func (t *connTable) set(fd int, c *sdpcore.Conn) {
 	t.m[fd] = c
-	if fd < 0 || fd >= connPages<<connPageBits {
+	if !inTable(fd) {
 		return
 	}
-	i := fd >> connPageBits
-	p := t.pages[i].Load()
+	p := t.pages[fd>>connPageBits].Load()
 	if p == nil {
 		p = new(connPage)
-		t.pages[i].Store(p)
+		t.pages[fd>>connPageBits].Store(p)
 	}
 	p[fd&(1<<connPageBits-1)].Store(c)
 }
@@ -58,14 +56,13 @@ func (t *connTable) set(fd int, c *sdpcore.Conn) {
 // del forgets fd's connection; mu is held.
 func (t *connTable) del(fd int) {
 	delete(t.m, fd)
-	if p := t.get0(fd); p != nil {
+	if !inTable(fd) {
+		return
+	}
+	if p := t.pages[fd>>connPageBits].Load(); p != nil {
 		p[fd&(1<<connPageBits-1)].Store(nil)
 	}
 }
 
-func (t *connTable) get0(fd int) *connPage {
-	if fd < 0 || fd >= connPages<<connPageBits {
-		return nil
-	}
-	return t.pages[fd>>connPageBits].Load()
-}
+// inTable says whether fd has a slot in the array.
+func inTable(fd int) bool { return fd >= 0 && fd < connPages<<connPageBits }

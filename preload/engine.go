@@ -292,8 +292,11 @@ func result(fd int, c *sdpcore.Conn, n int, err error) int {
 	if err == nil {
 		return n
 	}
-	if err == sdpcore.ErrWouldBlock { // every read to EAGAIN: no reflection (errors.As)
-		return -int(unix.EAGAIN)
+	// A bare errno (EAGAIN on every read to the end, EPIPE, ECONNRESET) is
+	// neither a fallback nor a failure to log: no errors.As, whose
+	// reflection cost a call two allocations.
+	if en, ok := err.(unix.Errno); ok && en != 0 && en != unix.EIO && en != unix.ETIMEDOUT {
+		return -int(en)
 	}
 	var fb *sdpcore.FallbackError
 	if errors.As(err, &fb) {

@@ -1,9 +1,15 @@
 package sdpcore
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -43,4 +49,81 @@ func TestZeroTimeReadsTheClock(t *testing.T) {
 	c := NewActive(cfd, testConfig(), time.Time{})
 	closeAtCleanup(t, c)
 	require.WithinDuration(t, time.Now().Add(testConfig().ConnectTimeout), c.deadline, time.Minute)
+}
+
+// TestTimersReadTheClockThroughOrNow: a function of sdpcore that takes the
+// call's time (now time.Time) may be given the zero Time by the preload, so
+// it may only hand now on to another function (orNow among them) unless it
+// first sets now = orNow(now). Read directly (now.Before, x.After(now),
+// now stored in a field), the zero Time is year 1: a timer set with it
+// fires at once, one checked with it never. This finds such a use in the
+// package's sources, which no single behaviour test would.
+func TestTimersReadTheClockThroughOrNow(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	timeMethods := map[string]bool{"Before": true, "After": true, "Sub": true, "Add": true, "Equal": true, "Compare": true}
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || !takesNow(fn) {
+				continue
+			}
+			checked++
+			uses, handed, reset := 0, 0, false
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.AssignStmt:
+					if len(n.Lhs) == 1 && isNow(n.Lhs[0]) {
+						reset = true // now = orNow(now), or a time of its own
+					}
+				case *ast.CallExpr:
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && timeMethods[sel.Sel.Name] {
+						return true // x.Before(now): a read, counted below
+					}
+					for _, a := range n.Args {
+						if isNow(a) {
+							handed++
+						}
+					}
+				case *ast.Ident:
+					if n.Name == "now" {
+						uses++
+					}
+				}
+				return true
+			})
+			if !reset {
+				assert.Equal(t, handed, uses, "%s: %s reads now directly; read it through orNow", fset.Position(fn.Pos()), fn.Name.Name)
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "the functions that take now were found")
+}
+
+// takesNow says whether fn has a parameter now of type time.Time.
+func takesNow(fn *ast.FuncDecl) bool {
+	for _, p := range fn.Type.Params.List {
+		sel, ok := p.Type.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Time" {
+			continue
+		}
+		for _, n := range p.Names {
+			if n.Name == "now" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isNow(e ast.Expr) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == "now"
 }
