@@ -284,6 +284,20 @@ static double ms_between(const struct timespec *a, const struct timespec *b)
 	return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
+/* ENGINE_TIMER_SLACK_NS is the timer slack of the threads the Go runtime
+ * starts with (its first thread and its monitor, sysmon), which inherit it
+ * from the thread that loads the engine. The monitor sleeps 20 us at a time
+ * while any thread is in the engine or has just left it, which a program
+ * calling the engine for each event does all the time: each of its wake-ups
+ * took the CPU from the application (docs/PERFORMANCE.md, "The runtime's
+ * monitor"). With 1 ms
+ * of slack the kernel may let it sleep up to 1 ms longer; what it watches
+ * (a goroutine running 10 ms, a thread in a system call) does not need it
+ * sooner, and the engine's own timers (linger, the background flush, the
+ * exit flush) are milliseconds long already. The application's own threads
+ * keep their slack. */
+#define ENGINE_TIMER_SLACK_NS 1000000UL
+
 /* engine_load_locked loads and starts the engine; engine_mu is held. The
  * debug log says what the load cost the connection that waited for it
  * (a fresh process's first connection). */
@@ -306,10 +320,17 @@ static int engine_load_locked(void)
 	sigaddset(&urg_set, SIGURG);
 	sigaction(SIGURG, NULL, &urg_act);
 	pthread_sigmask(SIG_BLOCK, &urg_set, &urg_mask);
+	/* The runtime's threads start from this one's timer slack (see
+	 * ENGINE_TIMER_SLACK_NS); the application's thread gets its own back. */
+	int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	prctl(PR_SET_TIMERSLACK, ENGINE_TIMER_SLACK_NS, 0, 0, 0);
 	void *h = engine_open(path, sizeof path);
 	clock_gettime(CLOCK_MONOTONIC, &t_opened);
 	int rc = 0;
-	if (!h || engine_bind(h) < 0 || engine_init() != 0) {
+	int bad = !h || engine_bind(h) < 0 || engine_init() != 0;
+	if (slack > 0)
+		prctl(PR_SET_TIMERSLACK, (unsigned long)slack, 0, 0, 0);
+	if (bad) {
 		logmsg(0, "cannot load the SDP engine %s: %s; using TCP", path, h ? "bad engine" : dlerror());
 		engine_failed = 1;
 		rc = -1;

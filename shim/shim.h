@@ -25,6 +25,7 @@
 #include <linux/close_range.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>

@@ -29,6 +29,12 @@ func TestEpollFollowsOpenFile(t *testing.T) { runSelfContained(t, "follow", "fol
 // how the interposer removes and adds its kernel registrations).
 func TestEpollDeleteAndAddAgain(t *testing.T) { runSelfContained(t, "epollreadd", "readd ok") }
 
+// TestEngineThreadsTimerSlack runs tests/c/slack.c: the Go runtime's first
+// threads run with the engine's timer slack (1 ms, so that the runtime's
+// monitor does not take the CPU from the application every 20 us) and the
+// application's thread keeps its own.
+func TestEngineThreadsTimerSlack(t *testing.T) { runSelfContained(t, "slack", "slack ok") }
+
 // runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
 // and runs it preloaded (both its connections must be SDP) and plain.
 // TestEpollManyConnections: an epoll set of 64 SDP connections of which a few
