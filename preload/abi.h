@@ -207,4 +207,9 @@ typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcn
  * starts with them), after it, and on every later setsockopt of either. */
 typedef int (*sdp_set_buffers_fn)(int fd, int sndbuf, int rcvbuf);
 
+/* How many of the application's threads have called into the engine and
+ * not ended, when that number reaches a new high: the engine keeps a P of
+ * its runtime for each (preload/procs.go), so that no call waits for one. */
+typedef int (*sdp_threads_fn)(int n);
+
 #endif

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -139,18 +138,12 @@ func initEngine(c engineConfig) {
 	logf(levelDebug, "settings (engine): %s", settings.Line(read)) // tests/TestSettingsAgree reads it
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
-	if os.Getenv("GOMAXPROCS") == "" {
-		// The application's thread keeps a P of the engine's runtime
-		// between its calls (a cgo callback returns to C as into a system
-		// call). One P more than the default leaves one idle for the
-		// engine's goroutines; without it the runtime's monitor takes Ps
-		// from threads in system calls every 20 µs and wakes threads to
-		// run them: a third of what a connection cost a server.
-		// The change stops the world (0.03-0.4 ms, 7 ms once, of a
-		// fresh process's first connection when made here): made beside
-		// the connection instead.
-		go runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	}
+	// One P more than the default leaves one idle for the engine's
+	// goroutines; without it the runtime's monitor takes Ps from threads
+	// in system calls and wakes threads to run them: a third of what a
+	// connection cost a server. More come with the application's threads
+	// (procs.go).
+	initProcs()
 	sdpcore.OnBadTransition = func(fd int, from, to string) {
 		logf(levelError, "internal error on fd %d: state %s cannot move to %s", fd, from, to)
 	}

@@ -252,6 +252,13 @@ func sdp_shutdown(fd C.int, how C.int) (rc C.int) {
 	return C.int(result(int(fd), c, 0, err))
 }
 
+//export sdp_threads
+func sdp_threads(n C.int) (rc C.int) {
+	defer guard(-1, &rc)
+	threadsUsing(int(n))
+	return 0
+}
+
 //export sdp_set_buffers
 func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
 	defer guard(int(fd), &rc)

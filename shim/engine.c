@@ -147,8 +147,47 @@ static void *engine_open(char *path, size_t n)
  * sees the count sees what the call did. */
 static struct shim_engine loaded;
 
+/* The application's threads that have called into the engine and not
+ * ended: the engine keeps a P of its runtime for each (eng.threads,
+ * preload/procs.go). A thread counts once, after its first call; its end
+ * (the key's destructor) takes it off. */
+static __thread char thread_counted;
+static pthread_key_t thread_key;
+static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
+static atomic_int threads_now, threads_told;
+
+static void thread_ended(void *p)
+{
+	(void)p;
+	atomic_fetch_sub(&threads_now, 1);
+}
+
+static void thread_key_init(void)
+{
+	pthread_key_create(&thread_key, thread_ended);
+}
+
+static void count_thread(void)
+{
+	thread_counted = 1;
+	if (!loaded.threads || engine_pid != my_pid())
+		return; /* an engine without the call; a fork's child, which never calls it */
+	pthread_once(&thread_once, thread_key_init);
+	if (pthread_setspecific(thread_key, (void *)1) != 0)
+		return;
+	int n = atomic_fetch_add(&threads_now, 1) + 1;
+	int told = atomic_load(&threads_told);
+	while (n > told)
+		if (atomic_compare_exchange_weak(&threads_told, &told, n)) {
+			loaded.threads(n);
+			break;
+		}
+}
+
 static void touched(int fd)
 {
+	if (!thread_counted)
+		count_thread();
 	struct fdent *e = ours(fd);
 	if (e)
 		fd_touched(e);
@@ -248,6 +287,7 @@ static int engine_bind(void *h)
 	eng.recv_cancel = (sdp_recv_cancel_fn)dlsym(h, "sdp_recv_cancel");
 	eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
 	eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
+	eng.threads = (sdp_threads_fn)dlsym(h, "sdp_threads");
 	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
 	      eng.dup && eng.query && eng.take_early))
 		return -1;
@@ -290,12 +330,14 @@ static double ms_between(const struct timespec *a, const struct timespec *b)
  * while any thread is in the engine or has just left it, which a program
  * calling the engine for each event does all the time: each of its wake-ups
  * took the CPU from the application (docs/PERFORMANCE.md, "The runtime's
- * monitor"). With 1 ms
- * of slack the kernel may let it sleep up to 1 ms longer; what it watches
- * (a goroutine running 10 ms, a thread in a system call) does not need it
+ * monitor"). With 1 ms of slack the kernel may let it sleep up to 1 ms
+ * longer; what it watches (a goroutine running 10 ms) does not need it
  * sooner, and the engine's own timers (linger, the background flush, the
- * exit flush) are milliseconds long already. The application's own threads
- * keep their slack. */
+ * exit flush) are milliseconds long already. It also takes back the P of a
+ * thread that has left the engine for one that calls in and finds none
+ * free: the engine keeps a P for each application thread that uses it
+ * (count_thread, preload/procs.go), so that no call waits for that. The
+ * application's own threads keep their slack. */
 #define ENGINE_TIMER_SLACK_NS 1000000UL
 
 /* engine_load_locked loads and starts the engine; engine_mu is held. The

@@ -202,6 +202,7 @@ struct shim_engine {
 	sdp_recv_cancel_fn recv_cancel; /* optional: Write ZCopy */
 	sdp_send_cancel_fn send_cancel; /* optional: Read ZCopy */
 	sdp_set_buffers_fn set_buffers; /* optional: SO_SNDBUF, SO_RCVBUF */
+	sdp_threads_fn threads;         /* optional: the application's threads using it */
 };
 extern struct shim_engine eng;
 void eng_layer(struct shim_engine *below, const struct shim_engine *w);

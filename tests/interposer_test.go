@@ -293,6 +293,7 @@ func runRuleCase(t *testing.T, shim string, rc ruleCase, size int) {
 type pairConfig struct {
 	name                         string
 	serverPreload, clientPreload bool
+	env                          []string // more settings of the preloaded sides
 }
 
 var pairConfigs = []pairConfig{
@@ -313,7 +314,7 @@ func runPair(t *testing.T, shim, bin string, cfg pairConfig, timeout time.Durati
 	env := func(preload bool, prefix string) []string {
 		e := cleanEnv()
 		if preload {
-			e = sdpEnv(shim, filepath.Join(dir, prefix+".%p.log"))
+			e = append(sdpEnv(shim, filepath.Join(dir, prefix+".%p.log")), cfg.env...)
 		}
 		return append(e, "TMPDIR="+dir)
 	}
@@ -325,6 +326,27 @@ func runPair(t *testing.T, shim, bin string, cfg pairConfig, timeout time.Durati
 	srv.wait(ctx, t)
 	require.False(t, t.Failed(), "the programs failed")
 	return dir
+}
+
+// TestEnginePsFollowThreads: the engine's runtime gets a P for each application thread that
+// uses it, and one more (preload/procs.go): tests/c/threads.c runs 16 worker threads on each
+// side, and its main thread connects or accepts. A thread that found every P kept by another
+// would wait for the runtime's monitor to take one back.
+func TestEnginePsFollowThreads(t *testing.T) {
+	shim, ctx := setup(t)
+	bins := compileC(ctx, t, t.TempDir(), []family{{prog: "threads"}})
+	cfg := pairConfig{name: "sdp", serverPreload: true, clientPreload: true, env: []string{"SDP_LOG_LEVEL=debug"}}
+	dir := runPair(t, shim, bins["threads"], cfg, runTimeout)
+	re := regexp.MustCompile(`runtime: (\d+) Ps for (\d+) application threads`)
+	for _, side := range []string{"server", "client"} {
+		m := re.FindAllStringSubmatch(logText(t, dir, side), -1)
+		require.NotEmptyf(t, m, "%s: the engine says how many Ps it keeps", side)
+		last := m[len(m)-1]
+		ps, _ := strconv.Atoi(last[1])
+		threads, _ := strconv.Atoi(last[2])
+		assert.GreaterOrEqualf(t, threads, 16, "%s: application threads that used the engine", side)
+		assert.Equalf(t, threads+1, ps, "%s: Ps for %d threads", side, threads)
+	}
 }
 
 // TestExec: a server accepts a connection, forks, and the child dup2()s it onto 0 and 1 and
