@@ -208,8 +208,9 @@ typedef int64_t (*sdp_send_cancel_fn)(int fd, const struct iovec *iov, int iovcn
 typedef int (*sdp_set_buffers_fn)(int fd, int sndbuf, int rcvbuf);
 
 /* How many of the application's threads have called into the engine and
- * not ended, when that number reaches a new high: the engine keeps a P of
- * its runtime for each (preload/procs.go), so that no call waits for one. */
+ * not ended, told when a thread makes its first call: the engine keeps a P
+ * of its runtime for each, at the highest count (preload/procs.go), so that
+ * no call waits for one. */
 typedef int (*sdp_threads_fn)(int n);
 
 #endif

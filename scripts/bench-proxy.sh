@@ -34,20 +34,7 @@ for r in $(seq 1 "$rounds"); do
 		[[ $cfg == libsdp ]] && pre=(LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE")
 		bport=$(free_port) pport=$(free_port)
 		[[ $pport != "$bport" ]] || pport=$(free_port)
-		cat >"$tmp/h.cfg" <<CFG
-global
-    maxconn 100
-defaults
-    mode http
-    timeout connect 10s
-    timeout client 60s
-    timeout server 60s
-frontend fe
-    bind 127.0.0.1:$pport
-    default_backend be
-backend be
-    server s1 127.0.0.1:$bport
-CFG
+		haproxy_http_cfg "$tmp/h.cfg" "$pport" "$bport"
 		start_bg "$tmp/backend.out" "${pre[@]}" "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp" "$bport"
 		wait_listen "$BG_PID" 20 "$bport"
 		start_bg "$tmp/haproxy.out" "${pre[@]}" haproxy -f "$tmp/h.cfg" -db

@@ -164,6 +164,26 @@ sha() {
 	sha256sum "$1" | cut -d' ' -f1
 }
 
+# haproxy_http_cfg FILE PORT BACKEND_PORT writes the configuration of haproxy in HTTP mode with
+# its default buffers, on 127.0.0.1:PORT in front of 127.0.0.1:BACKEND_PORT: the compatibility
+# case's and scripts/bench-proxy.sh's, so that the benchmark measures what the row runs.
+haproxy_http_cfg() {
+	cat >"$1" <<CFG
+global
+    maxconn 100
+defaults
+    mode http
+    timeout connect 10s
+    timeout client 60s
+    timeout server 60s
+frontend fe
+    bind 127.0.0.1:$2
+    default_backend be
+backend be
+    server s1 127.0.0.1:$3
+CFG
+}
+
 # ---- two network namespaces joined by a veth pair ----------------------------------------
 
 # veth_names TAG NET names the pair this process may create: namespaces TAG-a-PID and

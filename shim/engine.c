@@ -149,12 +149,12 @@ static struct shim_engine loaded;
 
 /* The application's threads that have called into the engine and not
  * ended: the engine keeps a P of its runtime for each (eng.threads,
- * preload/procs.go). A thread counts once, after its first call; its end
- * (the key's destructor) takes it off. */
+ * preload/procs.go, which keeps the highest count). A thread counts once,
+ * after its first call; its end (the key's destructor) takes it off. */
 static __thread char thread_counted;
 static pthread_key_t thread_key;
 static pthread_once_t thread_once = PTHREAD_ONCE_INIT;
-static atomic_int threads_now, threads_told;
+static atomic_int threads_now;
 
 static void thread_ended(void *p)
 {
@@ -175,13 +175,7 @@ static void count_thread(void)
 	pthread_once(&thread_once, thread_key_init);
 	if (pthread_setspecific(thread_key, (void *)1) != 0)
 		return;
-	int n = atomic_fetch_add(&threads_now, 1) + 1;
-	int told = atomic_load(&threads_told);
-	while (n > told)
-		if (atomic_compare_exchange_weak(&threads_told, &told, n)) {
-			loaded.threads(n);
-			break;
-		}
+	loaded.threads(atomic_fetch_add(&threads_now, 1) + 1);
 }
 
 static void touched(int fd)

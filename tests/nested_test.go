@@ -35,8 +35,6 @@ func TestEpollDeleteAndAddAgain(t *testing.T) { runSelfContained(t, "epollreadd"
 // application's thread keeps its own.
 func TestEngineThreadsTimerSlack(t *testing.T) { runSelfContained(t, "slack", "slack ok") }
 
-// runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
-// and runs it preloaded (both its connections must be SDP) and plain.
 // TestEpollManyConnections: an epoll set of 64 SDP connections of which a few
 // move, 2000 rounds of an arrival and a partial read: every wait reports
 // exactly the connection that moved, and the interposer asks the engine about
@@ -54,6 +52,8 @@ func TestEpollManyConnections(t *testing.T) {
 	})
 }
 
+// runSelfContained compiles tests/c/<name>.c, a program that plays both ends,
+// and runs it preloaded (both its connections must be SDP) and plain.
 func runSelfContained(t *testing.T, name, okLine string, checks ...func(t *testing.T, stats string)) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()

@@ -1,5 +1,6 @@
 /* selfpair.h: helpers for the test programs that play both ends of their
- * connections in one process (nested.c, follow.c, closeall.c). */
+ * connections in one process (nested.c, follow.c, closeall.c, epollmany.c,
+ * epollreadd.c, slack.c). */
 #ifndef SELFPAIR_H
 #define SELFPAIR_H
 #define _GNU_SOURCE
@@ -54,6 +55,18 @@ static void read_n(int fd, void *buf, size_t n)
 		CHECK(r > 0);
 		got += (size_t)r;
 	}
+}
+
+/* pair_used is pair, then one byte each way: both ends' first I/O is done,
+ * so the connection is SDP's and the engine is loaded. */
+static inline void pair_used(int l, const struct sockaddr_in *sa, int *s, int *c)
+{
+	pair(l, sa, s, c);
+	char b;
+	CHECK(write(*s, "a", 1) == 1);
+	read_n(*c, &b, 1);
+	CHECK(write(*c, "b", 1) == 1);
+	read_n(*s, &b, 1);
 }
 
 #endif

@@ -21,20 +21,7 @@ haproxy_run() {
 	local backend=$BG_PID
 	# shellcheck disable=SC2046
 	wait_port 20 "$backend" $(listen_ports "$bport") || return 1
-	cat >"$D/haproxy.cfg" <<CFG
-global
-    maxconn 100
-defaults
-    mode http
-    timeout connect 10s
-    timeout client 60s
-    timeout server 60s
-frontend fe
-    bind 127.0.0.1:$port
-    default_backend be
-backend be
-    server s1 127.0.0.1:$bport
-CFG
+	haproxy_http_cfg "$D/haproxy.cfg" "$port" "$bport"
 	bg "$D/server.out" "${SRV[@]}" haproxy -f "$D/haproxy.cfg" -db
 	local proxy=$BG_PID
 	# shellcheck disable=SC2046
