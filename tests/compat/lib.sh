@@ -179,6 +179,20 @@ sdpstat_await() {
 	done
 }
 
+# hold_conn PORT SECS REQUEST: a preloaded client (the case's CLI environment) connects to the
+# server on 127.0.0.1:PORT, sends REQUEST (printf escapes), reads the first reply and keeps the
+# connection for SECS: the connection sdpstat_await waits to see in a snapshot.
+hold_conn() {
+	timeout -k 3 $(($2 + 10)) env "${CLI[@]}" "$PYTHON" -c '
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(sys.argv[3].encode().decode("unicode_escape").encode("latin-1"))
+if not s.recv(4096):
+    sys.exit("hold_conn: the server closed without a reply")
+time.sleep(float(sys.argv[2]))
+' "$1" "$2" "$3"
+}
+
 # sdpstat_seen PROG SID... prints "P S": how many processes whose name starts with PROG, in
 # the sessions SID... (the servers) or below them, sdpstat listed, and the most SDP sockets
 # one snapshot showed in them together.

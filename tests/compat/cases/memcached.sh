@@ -36,6 +36,8 @@ memcached_run() {
 	((rc == 0)) || fail "memccp exited with $rc"
 	[[ $(timeout -k 3 20 env "${CLI[@]}" memccat --servers="127.0.0.1:$port" value | head -c 524288 | sha256sum | cut -d' ' -f1) == "$(sha "$D/value")" ]] ||
 		fail "the 512 KiB value read back with memccat differs (sha256)"
+	# the fixed workload above can pass between two sdpstat snapshots
+	sdpstat_await memcached 30 hold_conn "$port" 3 'version\r\n'
 	stop_bg "$srv" TERM
 	RATE=$(sed -n 's/.* TPS: \([0-9]*\) .*/\1/p' "$D/memcaslap.out") RATE_UNIT="ops/s"
 }

@@ -79,6 +79,8 @@ CONF
 	failed=$(awk '$1 == "Failed" && $2 == "requests:" { print $3 }' "$D/ab.out")
 	[[ $done_ == 5000 && $failed == 0 ]] || fail "ab: ${done_:-no} complete, ${failed:-?} failed requests"
 	grep -q 'exited on signal' "$D/error.log" && fail "nginx: $(grep -m 1 'exited on signal' "$D/error.log")"
+	# the fixed workload above can pass between two sdpstat snapshots
+	sdpstat_await nginx 30 hold_conn "$port" 3 'GET / HTTP/1.1\r\nHost: localhost\r\n\r\n'
 	# SIGQUIT: graceful shutdown, the workers exit normally (and print their statistics)
 	stop_bg "$srv" QUIT
 	RATE=$(awk '$1 == "Requests/sec:" { printf "%.0f", $2 }' "$D/wrk.out") RATE_UNIT="req/s"

@@ -54,6 +54,8 @@ redis_run() {
 	redis-check-rdb "$D/dump.rdb" >"$D/check.out" 2>&1 || fail "redis-check-rdb: the dump is bad: $(tail -n 3 "$D/check.out")"
 	[[ $(redis_cli --raw GET blob | head -c 1048576 | sha256sum | cut -d' ' -f1) == "$want" ]] ||
 		fail "the 1 MiB value read back differs (sha256)"
+	# the fixed workload above can pass between two sdpstat snapshots
+	sdpstat_await redis-server 30 hold_conn "$REDIS_PORT" 3 'PING\r\n'
 	stop_bg "$srv" TERM
 	RATE=$(awk -F'"' '$2 == "GET" { printf "%.0f", $4 }' "$D/bench.csv") RATE_UNIT="GET/s"
 	[[ -n $RATE ]] || fail "no GET rate in the benchmark's output"
