@@ -285,6 +285,7 @@ static int engine_bind(void *h)
 	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
 	      eng.dup && eng.query && eng.take_early))
 		return -1;
+	stackbound_engine((void *)eng.init);
 	count_touches();
 	return 0;
 }

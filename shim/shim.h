@@ -303,6 +303,7 @@ void shim_own_fd(int fd, int own);
 /* shim/engine.c */
 void hold_engine(void);
 int load_engine(void);
+void stackbound_engine(void *fn); /* shim/stackbound.c: fn is one of the engine's functions */
 
 /* shim/urgent.c */
 int urg_restart(unsigned seen);

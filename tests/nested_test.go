@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -34,6 +36,36 @@ func TestEpollDeleteAndAddAgain(t *testing.T) { runSelfContained(t, "epollreadd"
 // monitor does not take the CPU from the application every 20 us) and the
 // application's thread keeps its own.
 func TestEngineThreadsTimerSlack(t *testing.T) { runSelfContained(t, "slack", "slack ok") }
+
+// TestEngineMainThreadStack: the engine's first call from the main thread
+// costs no read of /proc/self/maps (glibc's way to find that thread's
+// stack, 24 reads of 1 KiB in curl), and the application's own
+// pthread_getattr_np still gets glibc's answer (tests/c/stackbound.c under
+// strace, preloaded; plain, glibc's answer alone).
+func TestEngineMainThreadStack(t *testing.T) {
+	_, err := exec.LookPath("strace")
+	require.NoError(t, err, "strace (scripts/install-deps.sh installs it)")
+	runSelfContained(t, "stackbound", "stackbound ok")
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "stackbound")
+	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
+		"-I", "c", "-o", bin, filepath.Join("c", "stackbound.c")).CombinedOutput()
+	require.NoError(t, err, "gcc: %s", out)
+	trace := filepath.Join(dir, "strace.log")
+	cmd := exec.CommandContext(ctx, "strace", "-f", "-qq", "-e", "trace=openat,write", "-o", trace, bin)
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "traced.%p.log"))
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "stackbound ok")
+	log, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	before, after, found := strings.Cut(string(log), "stackbound: the application asks")
+	require.True(t, found, "the program's mark in the trace:\n%s", log)
+	require.NotContains(t, before, `"/proc/self/maps"`, "the engine's load and first calls read /proc/self/maps")
+	// glibc's open for the application's call, and the program's own
+	require.GreaterOrEqual(t, strings.Count(after, `"/proc/self/maps"`), 2, "the application's own call goes to glibc:\n%s", after)
+}
 
 // TestEpollManyConnections: an epoll set of 64 SDP connections of which a few
 // move, 2000 rounds of an arrival and a partial read: every wait reports
