@@ -659,7 +659,7 @@ func (q *QP) Fill() (int, error) {
 		}
 	}
 	if q.streaming() {
-		return q.fillStream()
+		return q.fillStream(false)
 	}
 	if q.direct.active || q.startDirect() {
 		return q.fillDirect()
@@ -749,6 +749,25 @@ const watchMinSegment = 16 << 10
 // that would only learn EAGAIN from another read may wait for the socket
 // instead (one system call less per message).
 func (q *QP) Drained() bool { return q.drained }
+
+// FillQuiet is Fill for a caller that knows the kernel has reported
+// nothing on the socket since the last Fill found it empty (Drained): the
+// read that would only say so again is not made (unix.EAGAIN, as Rest).
+// Over a stream the ring is read, which costs no system call, and its
+// doorbell socket is left alone (shm.Stream.ReadQuiet). What did come
+// meanwhile keeps the socket readable, for the caller's wait.
+func (q *QP) FillQuiet() (int, error) {
+	switch {
+	case q.eof || q.choosing():
+		return q.Fill()
+	case q.streaming():
+		return q.fillStream(true)
+	case !q.drained:
+		return q.Fill()
+	}
+	q.idle()
+	return 0, unix.EAGAIN
+}
 
 // EmptyReads counts the reads that found the socket empty (EAGAIN): each is
 // a system call that moved nothing.

@@ -174,11 +174,21 @@ func (q *QP) startStream() {
 	q.runs = false
 }
 
-// fillStream is Fill over the stream.
-func (q *QP) fillStream() (int, error) {
+// QuietReader is a stream that can be read without looking at its socket
+// (shm.Stream.ReadQuiet).
+type QuietReader interface{ ReadQuiet(b []byte) (int, error) }
+
+// fillStream is Fill over the stream; quiet: FillQuiet's.
+func (q *QP) fillStream(quiet bool) (int, error) {
 	q.ensureRoom(q.minRead())
 	room := q.cur.buf[q.rxw:]
-	n, err := q.stream.Read(room)
+	var n int
+	var err error
+	if qr, ok := q.stream.(QuietReader); ok && quiet {
+		n, err = qr.ReadQuiet(room)
+	} else {
+		n, err = q.stream.Read(room)
+	}
 	switch {
 	case n > 0:
 		q.took(n, len(room))

@@ -124,6 +124,17 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * instead of the connection's while the caller sleeps and returns in *efd:
  * a thread that wakes empties only its own, never another's wake-up. */
 #define SDP_POLL_OWN 0x800000
+/* SDP_POLL_QUIET (without SDP_POLL_SLEEP): the kernel has reported nothing
+ * on fd's socket since the caller's last look (an epoll set's look before
+ * it waits): a read that would only find the socket, or the shared-memory
+ * ring, empty again may be skipped. The caller's wait on the socket sees
+ * whatever did come. */
+#define SDP_POLL_QUIET 0x1000000
+/* SDP_POLL_ALONE (without SDP_POLL_SLEEP): the caller's epoll set is the
+ * only waiter on the connection that passes neither SDP_POLL_SLEEP nor
+ * SDP_POLL_WOKE, and it reports what this look finds: the look's own
+ * changes (what it read) do not ring the eventfd for it. */
+#define SDP_POLL_ALONE 0x2000000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

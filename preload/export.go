@@ -176,7 +176,8 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	}
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN
+	quiet, alone := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE
 	if !woke {
 		enginePolls.Add(1)
 	}
@@ -213,7 +214,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 		// change made by another thread after this look must find it to
 		// signal.
 		waiter = c.Waiter()
-		ready, w, deadline, e, err = c.PollEdges(sdpcore.Events(want), now)
+		ready, w, deadline, e, err = c.PollLook(sdpcore.Events(want), now, quiet, alone)
 	}
 	*edges = C.uint32_t(e)
 	if err != nil {

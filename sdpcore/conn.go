@@ -175,6 +175,7 @@ type Conn struct {
 	sleepers           int    // threads asleep on efd that said so (Sleep, Woke)
 	sleepFds           []int  // eventfds of threads asleep on their own (PollWaitOwn), one each
 	uncounted          bool   // some thread waits on efd without saying so: always ring it
+	lookAlone          bool   // progress runs for the look of the only such waiter (PollLook)
 	changes            uint64 // counts events that may make a waiter ready
 	woken              uint64 // changes when waiters were last woken (wake)
 	edges              uint32 // counts arrivals the application may see (edge-triggered epoll)
@@ -419,17 +420,24 @@ func (c *Conn) credits() int {
 // MPA/Hello exchange.
 func (c *Conn) progress(now time.Time) { c.progressFor(now, false) }
 
-// progressFor is progress for a caller that says whether it waits for the
-// socket to be readable (level-triggered) next when nothing is ready
-// (waitNext): then a read that would only find the socket empty again
-// (the last one emptied it) is skipped.
-func (c *Conn) progressFor(now time.Time, waitNext bool) {
+// progressFor is progress for a caller that says whether the kernel has
+// reported nothing on the socket since the last read found it empty
+// (quiet: a caller that waits for the socket to be readable next when
+// nothing is ready, an event loop's look before its wait, a receive that
+// takes what else is here after a short read): then a read that would
+// only find the socket empty again is skipped, and over shared memory the
+// ring is read without draining the doorbell socket (FillQuiet).
+func (c *Conn) progressFor(now time.Time, quiet bool) {
 	if c.phase() == stFailed || c.fb != nil {
 		return
 	}
 	seen, reads := c.changes, 0
 	defer func() {
-		if c.changes != seen {
+		switch {
+		case c.changes == seen:
+		case c.lookAlone:
+			c.wakeSleepers()
+		default:
 			c.wake()
 		}
 	}()
@@ -464,14 +472,13 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 			break // a reader that falls behind leaves the rest to TCP's window
 		}
 		// After a read that emptied the socket the next one would only say
-		// EAGAIN; a caller about to wait for the socket (PollWait) need
-		// not even make the first.
-		if c.tr.Drained() && (reads > 0 || waitNext) {
+		// EAGAIN; a quiet caller need not even make the first (FillQuiet).
+		if c.tr.Drained() && reads > 0 {
 			c.tr.Rest()
 			break
 		}
 		reads++
-		if !c.fill() {
+		if !c.fill(quiet) {
 			break
 		}
 	}
@@ -502,9 +509,15 @@ func (c *Conn) progressFor(now time.Time, waitNext bool) {
 // it the socket is left unread, so TCP's window stops the sender.
 const rxLimit = 1 << 20
 
-// fill reads from the socket; false when nothing more can be read now.
-func (c *Conn) fill() bool {
-	err := c.tr.Fill()
+// fill reads from the socket (quiet: FillQuiet); false when nothing more
+// can be read now.
+func (c *Conn) fill(quiet bool) bool {
+	var err error
+	if quiet {
+		err = c.tr.FillQuiet()
+	} else {
+		err = c.tr.Fill()
+	}
 	c.changes++ // new bytes, end of stream or an error: all can make a waiter ready
 	switch {
 	case err == nil:

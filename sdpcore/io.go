@@ -498,7 +498,10 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 	c.mu.Lock()
 	defer c.unlock()
 	if c.rqBytes == 0 {
-		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock)
+		// Quiet: a blocking call waits for the socket next; a call that
+		// takes what else is here after a short read (RecvFill) need not
+		// look at the socket again, whose arrivals the next call sees.
+		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0)
 	}
 	if c.fb != nil {
 		return 0, c.fb
@@ -638,8 +641,26 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 	return c.pollLocked(want, now, false)
 }
 
-func (c *Conn) pollLocked(want Events, now time.Time, waitNext bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	c.progressFor(now, waitNext)
+// PollLook is PollEdges for an epoll set's look. quiet: the kernel has
+// reported nothing on the socket since the set's last look (an event
+// loop's look before it waits): when the last read found the socket (or
+// the ring) empty, it does not read again, which would only say so again;
+// what did arrive since (data, a doorbell, the peer's end) keeps the
+// socket readable, so the wait that follows returns at once and the look
+// after it reads. alone: the set is the only waiter that did not say it
+// sleeps (Waiter), and it reports what this look finds: the look's
+// changes do not ring the eventfd, which would end the set's next wait at
+// once only for another look.
+func (c *Conn) PollLook(want Events, now time.Time, quiet, alone bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
+	c.mu.Lock()
+	defer c.unlock()
+	c.lookAlone = alone
+	defer func() { c.lookAlone = false }()
+	return c.pollLocked(want, now, quiet)
+}
+
+func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
+	c.progressFor(now, quiet)
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}

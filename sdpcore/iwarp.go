@@ -165,6 +165,14 @@ func (t *qpTransport) Fill() error {
 	return err
 }
 
+func (t *qpTransport) FillQuiet() error {
+	_, err := t.qp().FillQuiet()
+	if err == iwarp.ErrClosed {
+		return ErrPeerClosed
+	}
+	return err
+}
+
 func (t *qpTransport) NextSegment() (Segment, error) {
 	s, err := t.qp().NextSegment()
 	if err != nil {

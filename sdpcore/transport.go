@@ -127,6 +127,11 @@ type MessageReceiver interface {
 	// Rest is what Fill does on EAGAIN, for a caller that skipped that
 	// read after Drained: it gives back receive memory that holds nothing.
 	Rest()
+	// FillQuiet is Fill for a caller that knows the kernel has reported
+	// nothing on the socket since the last Fill found it empty: unix.EAGAIN
+	// without the system call that would only say so again (a ring in
+	// shared memory is still read).
+	FillQuiet() error
 	// PollCompletions appends the operations finished since the last poll
 	// (our RDMA Reads) to dst.
 	PollCompletions(dst []Completion) []Completion

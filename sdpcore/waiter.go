@@ -29,6 +29,22 @@ func (c *Conn) wake() {
 	}
 }
 
+// wakeSleepers is wake for progress made by the look of the only thread
+// that waits on the connection without saying so (an epoll set's, which
+// reports what the look found): the threads that said they sleep are
+// woken; the eventfd is not rung for the look's own caller, whose wait it
+// would only end at once for another look.
+func (c *Conn) wakeSleepers() {
+	c.woken = c.changes
+	var one = [8]byte{1}
+	if c.efd >= 0 && c.sleepers > 0 {
+		_, _ = unix.Write(c.efd, one[:])
+	}
+	for _, fd := range c.sleepFds {
+		_, _ = unix.Write(fd, one[:])
+	}
+}
+
 // unlock releases c.mu, first waking the threads that sleep on the
 // connection (having said so: PollWait) if its state changed since they
 // were last woken: a change made outside progress (the flush of queued

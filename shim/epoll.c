@@ -132,6 +132,7 @@ static int epreg_add(int epfd, struct epset *ep, int fd, struct fdent *e, const 
 	if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &kev) < 0)
 		return errno;
 	ep->tagged = 1;
+	atomic_fetch_add(&e->epsets, 1);
 	ep->regs[ep->n++] = (struct epreg){ .fd = fd, .gen = gen, .events = ev->events, .data = ev->data, .kfired = 1, .efd = -1,
 					    .wfull = atomic_load(&e->wfull), .kmask = EP_KBASE, .due = -1 };
 	return 0;
@@ -146,6 +147,8 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 	case EPOLL_CTL_ADD:
 		if (r && r->parked) {
 			/* Back after a DEL: the kernel's part is still there. */
+			if (ev)
+				atomic_fetch_add(&e->epsets, 1);
 			*r = (struct epreg){ .fd = fd, .gen = r->gen, .events = ev ? ev->events : 0, .data = ev ? ev->data : r->data,
 					     .kfired = 1, .efd = r->efd, .wfull = atomic_load(&e->wfull), .kmask = r->kmask, .due = -1 };
 			return ev ? 0 : EFAULT;
@@ -173,6 +176,7 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 		 * until it comes back, its descriptor is closed, or one of
 		 * them fires while it is away (epoll_mark). */
 		r->parked = 1;
+		atomic_fetch_sub(&e->epsets, 1);
 		return 0;
 	default:
 		return EINVAL;
@@ -227,7 +231,7 @@ int tcp_ready(int fd, struct fdent *e, short want, uint32_t *edges)
 /* sdp_ready returns the poll events ready on an SDP connection, driving it
  * (attach, finishing a connect, falling back) as poll_emulated does. It
  * returns -1 when the descriptor has become a plain TCP socket. */
-static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, int *efd, uint32_t *edges)
+static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, int *tmo, int *efd, uint32_t *edges)
 {
 	*kwait = 0;
 	*tmo = -1;
@@ -265,13 +269,31 @@ static int sdp_ready(int fd, struct fdent *e, short want, int *kwait, int *tmo, 
 		return POLLNVAL;
 	if (e->engine_pid != my_pid())
 		return POLLERR | POLLHUP;
-	int r = e->lowat > 1 && (want & POLLIN) ? lowat_poll(fd, e->lowat, want, kwait, tmo, efd, edges)
-						: eng.poll(fd, want, kwait, tmo, efd, edges);
+	int f = want | look;
+	int r = e->lowat > 1 && (want & POLLIN) ? lowat_poll(fd, e->lowat, f, kwait, tmo, efd, edges)
+						: eng.poll(fd, f, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
 		return tcp_ready(fd, e, want, edges);
 	}
 	return r < 0 ? POLLERR : r;
+}
+
+/* look_flags: what a set's look at r may tell the engine. SDP_POLL_QUIET:
+ * the kernel has reported nothing on the socket (or the eventfd) since the
+ * last look, which a call into the engine returning since (touched) or a
+ * level-triggered readiness brings about; a read would only find the socket
+ * as empty as the last one did, and what did arrive keeps it readable for
+ * the wait that follows. SDP_POLL_ALONE: this registration is the
+ * connection's only one (no other set, no other descriptor, no child forked
+ * since that may hold one), so the engine need not ring the eventfd for what this
+ * look finds and reports. */
+static int look_flags(const struct epreg *r, struct fdent *e)
+{
+	int f = r->kfired ? 0 : SDP_POLL_QUIET;
+	if (atomic_load(&e->epsets) == 1 && !e->dupped && !e->shared && e->born_forks == atomic_load(&n_forks))
+		f |= SDP_POLL_ALONE;
+	return f;
 }
 
 /* unchanged says whether an SDP connection's registration can only report
@@ -328,7 +350,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		int kw, et, efd;
 		uint32_t edges;
 		uint32_t before = atomic_load_explicit(&e->touched, memory_order_acquire);
-		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), look_flags(r, e), &kw, &et, &efd, &edges);
 		/* This look's own call counts once; any other call that returned
 		 * meanwhile may have been missed by it: look again next time. */
 		uint32_t after = atomic_load_explicit(&e->touched, memory_order_acquire);
@@ -347,6 +369,7 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 		}
 		if (ready < 0) {
 			/* Now plain TCP on a fresh socket: the kernel takes over. */
+			atomic_fetch_sub(&e->epsets, 1);
 			struct epoll_event kev = { .events = r->events & ~EPOLLEXCLUSIVE, .data = r->data };
 			if (real.epoll_ctl(epfd, EPOLL_CTL_ADD, r->fd, &kev) < 0 && errno == EEXIST)
 				real.epoll_ctl(epfd, EPOLL_CTL_MOD, r->fd, &kev);
@@ -441,7 +464,7 @@ int epoll_peek(struct epset *ep)
 			continue;
 		int kw, et, efd;
 		uint32_t edges;
-		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), &kw, &et, &efd, &edges);
+		int ready = sdp_ready(r->fd, e, (short)(r->events & 0xffff), 0, &kw, &et, &efd, &edges);
 		uint32_t rep = ready > 0 ? (uint32_t)ready & (r->events | EPOLLERR | EPOLLHUP) : 0;
 		uint32_t last = atomic_load(&e->wfull) != r->wfull ? r->last & ~(uint32_t)EPOLLOUT : r->last;
 		if (r->events & EPOLLET)

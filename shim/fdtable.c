@@ -49,6 +49,7 @@ struct fdent *entry_new(int fd, int kind, int family)
 	e->boundlen = 0;
 	e->reqlen = 0;
 	e->shared = 0;
+	atomic_store(&e->epsets, 0); /* an old descriptor's registrations are stale (gen) */
 	e->born_forks = atomic_load(&n_forks);
 	e->at_eof = 0;
 	atomic_store(&e->tmo_ns[0], -1);

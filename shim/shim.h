@@ -150,6 +150,7 @@ struct fdent {
 	int sdp_only;         /* a rule says sdp: no TCP fallback, no TCP clients */
 	int so_error;         /* a failed non-blocking connect, for SO_ERROR */
 	int dupped;           /* another descriptor may refer to the same socket */
+	_Atomic int epsets;   /* epoll registrations of it, not deleted (epoll.c); 1: a look may say ALONE */
 	_Atomic pid_t last_tid;  /* the thread that last waited on it */
 	_Atomic int threads;     /* more than one thread has waited on it */
 	_Atomic uint32_t wfull;  /* non-blocking sends that found the transport full */

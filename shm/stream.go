@@ -152,6 +152,41 @@ func (s *Stream) Read(b []byte) (int, error) {
 	}
 }
 
+// ReadQuiet is Read for a caller that knows the kernel has reported
+// nothing on the socket since this side last found the ring empty: when
+// the ring holds nothing it does not drain the socket, where the peer can
+// only have rung for bytes the ring would show (or, rarely, for bytes
+// already read: that doorbell keeps the socket readable, and the caller's
+// wait returns for a Read that drains it). It announces sleep as Read does.
+func (s *Stream) ReadQuiet(b []byte) (int, error) {
+	if s.end != nil {
+		return s.Read(b)
+	}
+	for {
+		n, err := s.rx.Read(b)
+		if n > 0 || err != ErrEmpty {
+			if n > 0 {
+				if s.sleeping {
+					s.rx.Awake()
+					s.sleeping = false
+				}
+				if s.rx.Release() {
+					s.ring()
+				}
+			}
+			return n, err
+		}
+		sleep, err := s.rx.Sleep()
+		if err != nil {
+			return 0, err
+		}
+		if sleep {
+			s.sleeping = true
+			return 0, unix.EAGAIN
+		}
+	}
+}
+
 // drain reads the doorbell bytes the socket holds. It returns io.EOF at
 // the peer's end of stream, the socket's error, or nil.
 func (s *Stream) drain() error {

@@ -107,6 +107,48 @@ func TestStreamDoorbell(t *testing.T) {
 	require.EqualValues(t, 1, b.BellsHeard, "the doorbell was drained")
 }
 
+// TestStreamReadQuiet: a quiet read takes what the ring holds and leaves
+// the socket alone: the doorbell stays (the socket stays readable for the
+// caller's wait), the peer's end is not read, and an empty ring still
+// announces sleep, so that the next message rings; a Read then drains.
+func TestStreamReadQuiet(t *testing.T) {
+	a, b, afd, bfd := streams(t, MinData)
+	buf := make([]byte, 64)
+	_, err := b.ReadQuiet(buf)
+	require.ErrorIs(t, err, unix.EAGAIN, "empty")
+	_, err = a.Write([]byte("ping"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, a.BellsRung, "b announced sleep")
+	require.True(t, readable(t, bfd))
+	n, err := b.ReadQuiet(buf)
+	require.NoError(t, err)
+	require.Equal(t, "ping", string(buf[:n]))
+	_, err = b.ReadQuiet(buf)
+	require.ErrorIs(t, err, unix.EAGAIN)
+	require.Zero(t, b.BellsHeard, "a quiet read drained the socket")
+	require.True(t, readable(t, bfd), "the doorbell is still there")
+	_, err = a.Write([]byte("pong"))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, a.BellsRung, "b announced sleep again")
+	n, err = b.ReadQuiet(buf)
+	require.NoError(t, err)
+	require.Equal(t, "pong", string(buf[:n]))
+	closeFd(t, afd)
+	_, err = b.ReadQuiet(buf)
+	require.ErrorIs(t, err, unix.EAGAIN, "the end is the socket's: a quiet read does not look")
+	// A Read drains the doorbells and then meets the end.
+	for i := 0; ; i++ {
+		require.Less(t, i, 10, "no end after the doorbells")
+		_, err = b.Read(buf)
+		if err != unix.EAGAIN {
+			break
+		}
+		require.True(t, readable(t, bfd))
+	}
+	require.ErrorIs(t, err, io.EOF)
+	require.EqualValues(t, 2, b.BellsHeard)
+}
+
 // TestStreamRoom: a writer that filled the ring gets EAGAIN and is woken
 // when the reader frees room.
 func TestStreamRoom(t *testing.T) {
