@@ -109,24 +109,28 @@ func (s *Stream) Write(b []byte) (int, error) {
 // there is nothing, having told the producer to ring; once the ring is
 // read to its end after the peer closed or reset the socket, io.EOF or
 // the socket's error; ErrCorrupt for a ring the peer broke.
-func (s *Stream) Read(b []byte) (int, error) {
+func (s *Stream) Read(b []byte) (int, error) { return s.read(b, false) }
+
+// ReadQuiet is Read for a caller that knows the kernel has reported
+// nothing on the socket since this side last found the ring empty: when
+// the ring holds nothing it does not drain the socket, where the peer can
+// only have rung for bytes the ring would show (or, rarely, for bytes
+// already read: that doorbell keeps the socket readable, and the caller's
+// wait returns for a Read that drains it). It announces sleep as Read does.
+func (s *Stream) ReadQuiet(b []byte) (int, error) { return s.read(b, true) }
+
+func (s *Stream) read(b []byte, quiet bool) (int, error) {
 	for {
 		n, err := s.rx.Read(b)
 		if n > 0 {
-			if s.sleeping {
-				s.rx.Awake()
-				s.sleeping = false
-			}
-			if s.rx.Release() {
-				s.ring()
-			}
+			s.took()
 			return n, nil
 		}
 		if err != ErrEmpty {
 			return 0, err
 		}
 		s.Empty++
-		if s.end == nil {
+		if s.end == nil && !quiet {
 			s.end = s.drain()
 		}
 		if s.end != nil {
@@ -152,38 +156,16 @@ func (s *Stream) Read(b []byte) (int, error) {
 	}
 }
 
-// ReadQuiet is Read for a caller that knows the kernel has reported
-// nothing on the socket since this side last found the ring empty: when
-// the ring holds nothing it does not drain the socket, where the peer can
-// only have rung for bytes the ring would show (or, rarely, for bytes
-// already read: that doorbell keeps the socket readable, and the caller's
-// wait returns for a Read that drains it). It announces sleep as Read does.
-func (s *Stream) ReadQuiet(b []byte) (int, error) {
-	if s.end != nil {
-		return s.Read(b)
+// took follows a read that took bytes: this side is awake (the peer need
+// not ring for what it publishes next), and the peer is rung if it waits
+// for the room the read freed.
+func (s *Stream) took() {
+	if s.sleeping {
+		s.rx.Awake()
+		s.sleeping = false
 	}
-	for {
-		n, err := s.rx.Read(b)
-		if n > 0 || err != ErrEmpty {
-			if n > 0 {
-				if s.sleeping {
-					s.rx.Awake()
-					s.sleeping = false
-				}
-				if s.rx.Release() {
-					s.ring()
-				}
-			}
-			return n, err
-		}
-		sleep, err := s.rx.Sleep()
-		if err != nil {
-			return 0, err
-		}
-		if sleep {
-			s.sleeping = true
-			return 0, unix.EAGAIN
-		}
+	if s.rx.Release() {
+		s.ring()
 	}
 }
 

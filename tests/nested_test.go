@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,24 +44,9 @@ func TestEngineThreadsTimerSlack(t *testing.T) { runSelfContained(t, "slack", "s
 // pthread_getattr_np still gets glibc's answer (tests/c/stackbound.c under
 // strace, preloaded; plain, glibc's answer alone).
 func TestEngineMainThreadStack(t *testing.T) {
-	_, err := exec.LookPath("strace")
-	require.NoError(t, err, "strace (scripts/install-deps.sh installs it)")
 	runSelfContained(t, "stackbound", "stackbound ok")
-	shim, ctx := setup(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "stackbound")
-	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-		"-I", "c", "-o", bin, filepath.Join("c", "stackbound.c")).CombinedOutput()
-	require.NoError(t, err, "gcc: %s", out)
-	trace := filepath.Join(dir, "strace.log")
-	cmd := exec.CommandContext(ctx, "strace", "-f", "-qq", "-e", "trace=openat,write", "-o", trace, bin)
-	cmd.Env = sdpEnv(shim, filepath.Join(dir, "traced.%p.log"))
-	out, err = cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "stackbound ok")
-	log, err := os.ReadFile(trace)
-	require.NoError(t, err)
-	before, after, found := strings.Cut(string(log), "stackbound: the application asks")
+	log, _ := runStraced(t, "stackbound", "stackbound ok", "-qq", "-e", "trace=openat,write")
+	before, after, found := strings.Cut(log, "stackbound: the application asks")
 	require.True(t, found, "the program's mark in the trace:\n%s", log)
 	require.NotContains(t, before, `"/proc/self/maps"`, "the engine's load and first calls read /proc/self/maps")
 	// glibc's open for the application's call, and the program's own
@@ -75,27 +61,11 @@ func TestEngineMainThreadStack(t *testing.T) {
 // the set's own look found. The build before made 6 recvfrom and 2 writes
 // a round, where 2 and 0 are needed.
 func TestEpollRoundsSystemCalls(t *testing.T) {
-	_, err := exec.LookPath("strace")
-	require.NoError(t, err, "strace (scripts/install-deps.sh installs it)")
 	runSelfContained(t, "epollrounds", "rounds ok")
-	shim, ctx := setup(t)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "epollrounds")
-	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-		"-I", "c", "-o", bin, filepath.Join("c", "epollrounds.c")).CombinedOutput()
-	require.NoError(t, err, "gcc: %s", out)
-	summary := filepath.Join(dir, "strace.txt")
-	cmd := exec.CommandContext(ctx, "strace", "-f", "-c", "-o", summary, bin)
-	cmd.Env = sdpEnv(shim, filepath.Join(dir, "traced.%p.log"))
-	out, err = cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "rounds ok")
-	stats := logText(t, dir, "traced")
+	text, stats := runStraced(t, "epollrounds", "rounds ok", "-c")
 	require.Regexp(t, regexp.MustCompile(`shm_conns=[1-9]`), stats, "the rounds went over shared memory")
-	text, err := os.ReadFile(summary)
-	require.NoError(t, err)
 	calls := func(name string) int {
-		m := regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?` + name + `$`).FindStringSubmatch(string(text))
+		m := regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?` + name + `$`).FindStringSubmatch(text)
 		if m == nil {
 			return 0
 		}
@@ -108,6 +78,35 @@ func TestEpollRoundsSystemCalls(t *testing.T) {
 	t.Logf("per round: %.2f recvfrom, %.2f write (strace -c):\n%s", float64(recvs)/rounds, float64(writes)/rounds, text)
 	require.LessOrEqual(t, recvs, 3*rounds, "doorbell socket reads")
 	require.LessOrEqual(t, writes, rounds/2, "eventfd writes")
+}
+
+// compileOne compiles tests/c/<name>.c into dir and returns the program's path.
+func compileOne(ctx context.Context, t *testing.T, dir, name string) string {
+	bin := filepath.Join(dir, name)
+	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
+		"-I", "c", "-o", bin, filepath.Join("c", name+".c")).CombinedOutput()
+	require.NoError(t, err, "gcc: %s", out)
+	return bin
+}
+
+// runStraced compiles tests/c/<name>.c and runs it preloaded under strace -f
+// with args (-c: a summary), checking that it prints okLine: it returns
+// strace's output and the engine's log.
+func runStraced(t *testing.T, name, okLine string, args ...string) (trace, engineLog string) {
+	_, err := exec.LookPath("strace")
+	require.NoError(t, err, "strace (scripts/install-deps.sh installs it)")
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	bin := compileOne(ctx, t, dir, name)
+	file := filepath.Join(dir, "strace.txt")
+	cmd := exec.CommandContext(ctx, "strace", append(append([]string{"-f", "-o", file}, args...), bin)...)
+	cmd.Env = sdpEnv(shim, filepath.Join(dir, "traced.%p.log"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), okLine)
+	text, err := os.ReadFile(file)
+	require.NoError(t, err)
+	return string(text), logText(t, dir, "traced")
 }
 
 // TestEpollManyConnections: an epoll set of 64 SDP connections of which a few
@@ -132,10 +131,7 @@ func TestEpollManyConnections(t *testing.T) {
 func runSelfContained(t *testing.T, name, okLine string, checks ...func(t *testing.T, stats string)) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, name)
-	out, err := exec.CommandContext(ctx, "gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
-		"-I", "c", "-o", bin, filepath.Join("c", name+".c")).CombinedOutput()
-	require.NoError(t, err, "gcc: %s", out)
+	bin := compileOne(ctx, t, dir, name)
 	for _, preload := range []bool{true, false} {
 		name := map[bool]string{true: "preloaded", false: "plain"}[preload]
 		t.Run(name, func(t *testing.T) {
