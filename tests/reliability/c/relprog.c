@@ -6,7 +6,8 @@
  *                             total} and the pattern stream, checking every
  *                             byte as it arrives; print one DONE line per
  *                             connection:  DONE ok bytes=N | DONE short
- *                             bytes=N total=T | DONE err=ENAME bytes=N |
+ *                             bytes=N total=T | DONE err=ENAME bytes=N
+ *                             next=(what the next read says) |
  *                             DONE corrupt at=N; answer a whole stream with an
  *                             8-byte count. Runs until killed.
  *   send HOST PORT BYTES CONNS SEED [KIBPS]
@@ -248,10 +249,15 @@ static void *sink_conn(void *arg)
 	uint64_t hdr[2];
 	ssize_t h = read_full(fd, hdr, sizeof hdr);
 	if (h != (ssize_t)sizeof hdr) {
-		if (h < 0)
-			say("DONE err=%s bytes=0", ename(errno));
-		else
+		if (h < 0) {
+			/* As below: an error can meet the header's read too (an
+			 * engine fault in the connection's first call). */
+			int e = errno;
+			ssize_t r2 = read(fd, buf, CHUNK);
+			say("DONE err=%s bytes=0 next=%s", ename(e), r2 < 0 ? ename(errno) : r2 == 0 ? "EOF" : "data");
+		} else {
 			say("DONE short bytes=0 total=16");
+		}
 		goto out;
 	}
 	uint64_t seed = hdr[0], total = hdr[1], got = 0, next_progress = 4 << 20;
