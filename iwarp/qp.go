@@ -762,11 +762,11 @@ func (q *QP) FillQuiet() (int, error) {
 		return q.Fill()
 	case q.streaming():
 		return q.fillStream(true)
-	case !q.drained:
-		return q.Fill()
+	case q.drained:
+		q.idle()
+		return 0, unix.EAGAIN
 	}
-	q.idle()
-	return 0, unix.EAGAIN
+	return q.Fill()
 }
 
 // EmptyReads counts the reads that found the socket empty (EAGAIN): each is

@@ -433,11 +433,7 @@ func (c *Conn) progressFor(now time.Time, quiet bool) {
 	}
 	seen, reads := c.changes, 0
 	defer func() {
-		switch {
-		case c.changes == seen:
-		case c.lookAlone:
-			c.wakeSleepers()
-		default:
+		if c.changes != seen {
 			c.wake()
 		}
 	}()

@@ -636,9 +636,7 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 // stream, errors, room to send): edge-triggered waiters report readiness
 // again only when it moved.
 func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	c.mu.Lock()
-	defer c.unlock()
-	return c.pollLocked(want, now, false)
+	return c.PollLook(want, now, false, false)
 }
 
 // PollLook is PollEdges for an epoll set's look. quiet: the kernel has

@@ -157,16 +157,11 @@ func (t *qpTransport) Flush() error   { return t.qp().Flush() }
 
 // Receiving.
 
-func (t *qpTransport) Fill() error {
-	_, err := t.qp().Fill()
-	if err == iwarp.ErrClosed {
-		return ErrPeerClosed
-	}
-	return err
-}
+func (t *qpTransport) Fill() error      { return filled(t.qp().Fill()) }
+func (t *qpTransport) FillQuiet() error { return filled(t.qp().FillQuiet()) }
 
-func (t *qpTransport) FillQuiet() error {
-	_, err := t.qp().FillQuiet()
+// filled is a QP read's error as SDP names it.
+func filled(_ int, err error) error {
 	if err == iwarp.ErrClosed {
 		return ErrPeerClosed
 	}

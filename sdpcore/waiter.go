@@ -17,27 +17,15 @@ import (
 // then on.
 
 // wake tells threads waiting on the connection's eventfd that its state
-// changed: one thread may have read what another one waits for.
+// changed: one thread may have read what another one waits for. During
+// the look of the only waiter that did not say it sleeps (lookAlone, an
+// epoll set's, which reports what it finds) the eventfd is rung only for
+// those that did: for the set it would end its next wait at once, for
+// another look.
 func (c *Conn) wake() {
 	c.woken = c.changes
 	var one = [8]byte{1}
-	if c.efd >= 0 && (c.uncounted || c.sleepers > 0) {
-		_, _ = unix.Write(c.efd, one[:])
-	}
-	for _, fd := range c.sleepFds {
-		_, _ = unix.Write(fd, one[:])
-	}
-}
-
-// wakeSleepers is wake for progress made by the look of the only thread
-// that waits on the connection without saying so (an epoll set's, which
-// reports what the look found): the threads that said they sleep are
-// woken; the eventfd is not rung for the look's own caller, whose wait it
-// would only end at once for another look.
-func (c *Conn) wakeSleepers() {
-	c.woken = c.changes
-	var one = [8]byte{1}
-	if c.efd >= 0 && c.sleepers > 0 {
+	if c.efd >= 0 && ((c.uncounted && !c.lookAlone) || c.sleepers > 0) {
 		_, _ = unix.Write(c.efd, one[:])
 	}
 	for _, fd := range c.sleepFds {

@@ -291,7 +291,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
 static int look_flags(const struct epreg *r, struct fdent *e)
 {
 	int f = r->kfired ? 0 : SDP_POLL_QUIET;
-	if (atomic_load(&e->epsets) == 1 && !e->dupped && !e->shared && e->born_forks == atomic_load(&n_forks))
+	if (atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks))
 		f |= SDP_POLL_ALONE;
 	return f;
 }
