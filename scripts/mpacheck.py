@@ -108,6 +108,7 @@ class Direction:
 def walk(name, data, bounds, markers, crc_on):
     d = Direction(data, 20 + struct.unpack(">H", data[18:20])[0], markers)
     fpdus = bad_crc = alone = 0
+    on_marker = []
     ok = True
     while d.pos < len(data):
         first = d.pos
@@ -137,9 +138,17 @@ def walk(name, data, bounds, markers, crc_on):
         fpdus += 1
         if first in bounds and d.pos in bounds and not any(first < b < d.pos for b in bounds):
             alone += 1
+        if d.pos < len(data) and d.marker_at(d.pos):
+            on_marker.append(first)
     print(f"  {name}: markers={'on' if markers else 'off'} crc={'on' if crc_on else 'off'} "
           f"FPDUs={fpdus} bad CRC={bad_crc} bad markers={d.bad_markers} "
           f"alone in their TCP segment={alone}")
+    if on_marker:
+        # The marker after such an FPDU is the next FPDU's (RFC 5044 section 4.3); tshark 4.0
+        # counts it in this one. Offsets from the direction's first octet (TCP's relative
+        # sequence number less one), for wirecheck.sh to tell that misreading from others.
+        print(f"  {name}: FPDUs that end on a marker position: {len(on_marker)}, "
+              f"at stream offsets {' '.join(map(str, on_marker))}")
     return ok and fpdus > 0 and bad_crc == 0 and d.bad_markers == 0
 
 

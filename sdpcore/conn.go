@@ -107,6 +107,9 @@ type Conn struct {
 	patient bool
 	// peerFirst: the peer's first FPDU has arrived.
 	peerFirst bool
+	// holdFlush: progress leaves what it queued to its caller's flush (a
+	// send's first call, whose data joins the MPA Reply).
+	holdFlush bool
 	// eof: the kernel stream ended (the peer's FIN, or a write that met the
 	// peer gone), with or without the peer's DisConn, in any phase: a
 	// handshake then falls back, a failure keeps it (EPIPE, not ECONNRESET).
@@ -498,7 +501,9 @@ func (c *Conn) progressFor(now time.Time, quiet bool) {
 	c.sendPendingSM(now)
 	c.maybeReturnCredits()
 	c.queueDisConn()
-	_ = c.flush()
+	if !c.holdFlush {
+		_ = c.flush()
+	}
 }
 
 // rxLimit bounds the received payload held for the application: beyond
@@ -730,12 +735,16 @@ func (c *Conn) onRequest(now time.Time) bool {
 	// Data messages too until the ChRcvBuf names the ring (ringSend).
 	c.establish()
 	c.stats.Up = true
-	_ = c.flush()
+	// No flush here: progress, which called us, flushes when it has
+	// queued what the application wrote meanwhile (drainEarly), or a
+	// send does with its data (holdFlush): the Reply and the first Data
+	// message leave in one segment.
 	return true
 }
 
-// onReply handles the MPA Reply on the accepting side and sends the first
-// FPDU at once, since the responder may not send before it has one.
+// onReply handles the MPA Reply on the accepting side, and sends the first
+// FPDU at once where the connecting side waits for it: the ring's ChRcvBuf
+// (rdma, nic), or the answer to an offer of shared memory.
 func (c *Conn) onReply() bool {
 	rep, n, err := c.tr.PeerSetup(true)
 	if err == ErrIncomplete {
@@ -781,11 +790,19 @@ func (c *Conn) onReply() bool {
 	c.tr.StartMessages(rep.Markers, req.Markers, crc, c.cfg.MarkerSpacing, 0)
 	c.establish()
 	c.stats.Up = true
-	if c.fc.ring() {
+	switch {
+	case c.fc.ring():
 		c.announceRing() // the first FPDU: where the peer writes to us
-	} else {
-		c.sendControl(MIDData) // the first FPDU: an empty Data message, a credit update
+	case h.Cap&CapSameHost != 0:
+		// The connecting side holds its messages until our first octet
+		// says where they go (the doorbell's or an FPDU's): an empty
+		// Data message, a credit update, if the region is not taken.
+		c.sendControl(MIDData)
 	}
+	// Otherwise nothing is owed: the Hello's buffers are the connecting
+	// side's credits, and our first message (data, a credit update or
+	// DisConn) goes when there is one, not as a segment of its own that
+	// wakes the peer for nothing.
 	return true
 }
 

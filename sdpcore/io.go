@@ -69,8 +69,14 @@ func (c *Conn) SendThenBackground(bufs [][]byte, flags SendFlags, now time.Time)
 }
 
 func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (int, error) {
-	if c.phase() != stEstablished {
+	held := c.phase() != stEstablished
+	if held {
+		// The MPA Reply that progress may queue waits for this send's
+		// data, so that both leave in one segment.
+		c.holdFlush = true
 		c.progress(now)
+		c.holdFlush = false
+		defer func() { _ = c.flush() }()
 	}
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
 		return 0, err
@@ -141,7 +147,9 @@ func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (i
 			return n, nil
 		}
 	}
-	_ = c.flush()
+	if !held {
+		_ = c.flush()
+	}
 	if c.peerWZ && c.zcopyOK(bufs, flags) {
 		// A SinkAvail that just came beats an offer of our own.
 		c.progress(now)

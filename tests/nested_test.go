@@ -64,20 +64,38 @@ func TestEpollRoundsSystemCalls(t *testing.T) {
 	runSelfContained(t, "epollrounds", "rounds ok")
 	text, stats := runStraced(t, "epollrounds", "rounds ok", "-c")
 	require.Regexp(t, regexp.MustCompile(`shm_conns=[1-9]`), stats, "the rounds went over shared memory")
-	calls := func(name string) int {
-		m := regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?` + name + `$`).FindStringSubmatch(text)
-		if m == nil {
-			return 0
-		}
-		n, err := strconv.Atoi(m[1])
-		require.NoError(t, err)
-		return n
-	}
+	calls := func(name string) int { return stracedCalls(t, text, name) }
 	const rounds = 2000
 	recvs, writes := calls("recvfrom"), calls("write")
 	t.Logf("per round: %.2f recvfrom, %.2f write (strace -c):\n%s", float64(recvs)/rounds, float64(writes)/rounds, text)
 	require.LessOrEqual(t, recvs, 3*rounds, "doorbell socket reads")
 	require.LessOrEqual(t, writes, rounds/2, "eventfd writes")
+}
+
+// stracedCalls returns how many calls of name a summary of strace -c counts.
+func stracedCalls(t *testing.T, summary, name string) int {
+	m := regexp.MustCompile(`(?m)^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?` + name + `$`).FindStringSubmatch(summary)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	return n
+}
+
+// TestOneShotsSends: connections of one request and one answer each over
+// iWARP (tests/c/oneshots.c, both ends in one process, under strace -c). A
+// connection's messages need four sends: the connecting side's MPA Reply
+// with its request, the answer, and each side's DisConn. The build before
+// made six: the Reply alone, and an empty message from the accepting side
+// as soon as it had the Reply.
+func TestOneShotsSends(t *testing.T) {
+	text, stats := runStracedEnv(t, "oneshots", "oneshots ok", []string{"SDP_SHM=0"}, "-c")
+	require.Regexp(t, regexp.MustCompile(`sdp_conns=[1-9]`), stats, "the connections ran over SDP")
+	const conns = 200
+	sends := stracedCalls(t, text, "sendmsg") + stracedCalls(t, text, "sendmmsg")
+	t.Logf("per connection: %.2f sendmsg and sendmmsg (strace -c):\n%s", float64(sends)/conns, text)
+	require.LessOrEqual(t, sends, 4*conns, "sends of the engine's")
 }
 
 // compileOne compiles tests/c/<name>.c into dir and returns the program's path.
@@ -93,6 +111,11 @@ func compileOne(ctx context.Context, t *testing.T, dir, name string) string {
 // with args (-c: a summary), checking that it prints okLine: it returns
 // strace's output and the engine's log.
 func runStraced(t *testing.T, name, okLine string, args ...string) (trace, engineLog string) {
+	return runStracedEnv(t, name, okLine, nil, args...)
+}
+
+// runStracedEnv is runStraced with env added to the program's environment.
+func runStracedEnv(t *testing.T, name, okLine string, env []string, args ...string) (trace, engineLog string) {
 	_, err := exec.LookPath("strace")
 	require.NoError(t, err, "strace (scripts/install-deps.sh installs it)")
 	shim, ctx := setup(t)
@@ -100,7 +123,7 @@ func runStraced(t *testing.T, name, okLine string, args ...string) (trace, engin
 	bin := compileOne(ctx, t, dir, name)
 	file := filepath.Join(dir, "strace.txt")
 	cmd := exec.CommandContext(ctx, "strace", append(append([]string{"-f", "-o", file}, args...), bin)...)
-	cmd.Env = sdpEnv(shim, filepath.Join(dir, "traced.%p.log"))
+	cmd.Env = append(sdpEnv(shim, filepath.Join(dir, "traced.%p.log")), env...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), okLine)
