@@ -110,6 +110,11 @@ type Conn struct {
 	// holdFlush: progress leaves what it queued to its caller's flush (a
 	// send's first call, whose data joins the MPA Reply).
 	holdFlush bool
+	// released: the application closed its last descriptor of the
+	// connection (Close, Abort). Its epoll sets' registrations go with
+	// the descriptor, so wake rings only threads inside calls: a ring
+	// now would wake a set's wait with the closed descriptor's data.
+	released bool
 	// eof: the kernel stream ended (the peer's FIN, or a write that met the
 	// peer gone), with or without the peer's DisConn, in any phase: a
 	// handshake then falls back, a failure keeps it (EPIPE, not ECONNRESET).

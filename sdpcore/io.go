@@ -761,7 +761,7 @@ func (c *Conn) Close(now time.Time) bool {
 	if c.closed {
 		return true // once is enough (tests close again in their cleanup)
 	}
-	c.closed = true
+	c.closed, c.released = true, true
 	c.cancelSink(false, true)
 	c.detachRead(nil)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
@@ -817,7 +817,7 @@ func (c *Conn) Abort(now time.Time) {
 	if c.closed {
 		return
 	}
-	c.closed = true
+	c.closed, c.released = true, true
 	c.wake()
 	if c.phase() != stFailed && c.fb == nil {
 		c.abort()

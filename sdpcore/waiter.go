@@ -25,7 +25,7 @@ import (
 func (c *Conn) wake() {
 	c.woken = c.changes
 	var one = [8]byte{1}
-	if c.efd >= 0 && ((c.uncounted && !c.lookAlone) || c.sleepers > 0) {
+	if c.efd >= 0 && ((c.uncounted && !c.lookAlone && !c.released) || c.sleepers > 0) {
 		_, _ = unix.Write(c.efd, one[:])
 	}
 	for _, fd := range c.sleepFds {

@@ -64,8 +64,11 @@ func TestNodeCluster(t *testing.T) {
 			})
 			p.waitListening(ctx, t, port, sdpPort(port))
 
+			// The primary hands connections to the workers that have said they
+			// listen; on a busy machine the second may say so a while after the
+			// first: the curls go on (bounded) until both have answered.
 			workers := map[string]bool{}
-			for i := 0; i < 6; i++ {
+			for i := 0; i < 60 && (i < 6 || len(workers) < 2); i++ {
 				c := exec.CommandContext(ctx, "curl", "-sS", "--noproxy", "*", "--max-time", "20",
 					"http://127.0.0.1:"+strconv.Itoa(port)+"/")
 				c.Env = sdpEnv(shim, filepath.Join(dir, "curl"+strconv.Itoa(i)+".%p.log"))
