@@ -6,23 +6,8 @@
  * every wait nor an eventfd for what the set's own look found. */
 #define _GNU_SOURCE
 #include "selfpair.h"
-#include <sys/epoll.h>
 
 #define ROUNDS 2000
-
-/* await waits until fd is reported readable. */
-static void await(int ep, int fd)
-{
-	struct epoll_event ev[2];
-	for (int i = 0; i < 100000; i++) {
-		int n = epoll_wait(ep, ev, 2, 5000);
-		CHECK(n > 0);
-		for (int j = 0; j < n; j++)
-			if (ev[j].data.fd == fd)
-				return;
-	}
-	CHECK(!"readable");
-}
 
 /* take reads the 16 bytes of a message. */
 static void take(int fd, char *want)
@@ -49,10 +34,10 @@ int main(void)
 	char q[17] = "request 0000000", a[17] = "answer  0000000";
 	for (int i = 0; i < ROUNDS; i++) {
 		CHECK(write(s, q, 16) == 16);
-		await(ep, c);
+		await_readable(ep, c);
 		take(c, q);
 		CHECK(write(c, a, 16) == 16);
-		await(ep, s);
+		await_readable(ep, s);
 		take(s, a);
 	}
 	printf("rounds ok: %d\n", ROUNDS);

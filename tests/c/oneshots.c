@@ -9,24 +9,9 @@
  * then the test counts the eventfd writes, of which a close makes none. */
 #define _GNU_SOURCE
 #include "selfpair.h"
-#include <sys/epoll.h>
 
 #define CONNS 200
 #define ANSWER 4096
-
-/* await waits (bounded) until the set ep reports fd readable. */
-static void await(int ep, int fd)
-{
-	struct epoll_event ev[2];
-	for (int i = 0; i < 1000; i++) {
-		int n = epoll_wait(ep, ev, 2, 5000);
-		CHECK(n > 0);
-		for (int j = 0; j < n; j++)
-			if (ev[j].data.fd == fd)
-				return;
-	}
-	CHECK(!"readable");
-}
 
 int main(void)
 {
@@ -55,7 +40,7 @@ int main(void)
 		CHECK(write(s, req, sizeof req) == (ssize_t)sizeof req);
 		char b[sizeof req];
 		if (ep >= 0)
-			await(ep, c);
+			await_readable(ep, c);
 		read_n(c, b, sizeof b);
 		CHECK(memcmp(b, req, sizeof req) == 0);
 		CHECK(write(c, answer, sizeof answer) == (ssize_t)sizeof answer);
@@ -63,7 +48,7 @@ int main(void)
 		size_t n = 0;
 		for (int k = 0; k < 10000; k++) {
 			if (ep >= 0)
-				await(ep, s);
+				await_readable(ep, s);
 			ssize_t r = read(s, got + n, sizeof got - n);
 			CHECK(r >= 0);
 			if (r == 0)

@@ -1,6 +1,6 @@
 /* selfpair.h: helpers for the test programs that play both ends of their
  * connections in one process (nested.c, follow.c, closeall.c, epollmany.c,
- * epollreadd.c, slack.c). */
+ * epollreadd.c, slack.c, epollrounds.c, oneshots.c). */
 #ifndef SELFPAIR_H
 #define SELFPAIR_H
 #define _GNU_SOURCE
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,6 +68,21 @@ static inline void pair_used(int l, const struct sockaddr_in *sa, int *s, int *c
 	read_n(*c, &b, 1);
 	CHECK(write(*c, "b", 1) == 1);
 	read_n(*s, &b, 1);
+}
+
+/* await_readable waits (bounded) until the epoll set ep reports fd, which
+ * is registered with its own number as data, readable. */
+static inline void await_readable(int ep, int fd)
+{
+	struct epoll_event ev[2];
+	for (int i = 0; i < 100000; i++) {
+		int n = epoll_wait(ep, ev, 2, 5000);
+		CHECK(n > 0);
+		for (int j = 0; j < n; j++)
+			if (ev[j].data.fd == fd)
+				return;
+	}
+	CHECK(!"readable");
 }
 
 #endif
