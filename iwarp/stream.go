@@ -178,17 +178,22 @@ func (q *QP) startStream() {
 // (shm.Stream.ReadQuiet).
 type QuietReader interface{ ReadQuiet(b []byte) (int, error) }
 
+// readStream reads the stream into b; quiet: without looking at its
+// socket, where the stream can (QuietReader).
+func (q *QP) readStream(b []byte, quiet bool) (int, error) {
+	if quiet {
+		if qr, ok := q.stream.(QuietReader); ok {
+			return qr.ReadQuiet(b)
+		}
+	}
+	return q.stream.Read(b)
+}
+
 // fillStream is Fill over the stream; quiet: FillQuiet's.
 func (q *QP) fillStream(quiet bool) (int, error) {
 	q.ensureRoom(q.minRead())
 	room := q.cur.buf[q.rxw:]
-	var n int
-	var err error
-	if qr, ok := q.stream.(QuietReader); ok && quiet {
-		n, err = qr.ReadQuiet(room)
-	} else {
-		n, err = q.stream.Read(room)
-	}
+	n, err := q.readStream(room, quiet)
 	switch {
 	case n > 0:
 		q.took(n, len(room))

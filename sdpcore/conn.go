@@ -107,14 +107,6 @@ type Conn struct {
 	patient bool
 	// peerFirst: the peer's first FPDU has arrived.
 	peerFirst bool
-	// holdFlush: progress leaves what it queued to its caller's flush (a
-	// send's first call, whose data joins the MPA Reply).
-	holdFlush bool
-	// released: the application closed its last descriptor of the
-	// connection (Close, Abort). Its epoll sets' registrations go with
-	// the descriptor, so wake rings only threads inside calls: a ring
-	// now would wake a set's wait with the closed descriptor's data.
-	released bool
 	// eof: the kernel stream ended (the peer's FIN, or a write that met the
 	// peer gone), with or without the peer's DisConn, in any phase: a
 	// handshake then falls back, a failure keeps it (EPIPE, not ECONNRESET).
@@ -426,7 +418,7 @@ func (c *Conn) credits() int {
 // progress moves the connection as far as it can without blocking: it
 // writes queued bytes, reads and handles what has arrived, and drives the
 // MPA/Hello exchange.
-func (c *Conn) progress(now time.Time) { c.progressFor(now, false) }
+func (c *Conn) progress(now time.Time) { c.progressFor(now, false, true) }
 
 // progressFor is progress for a caller that says whether the kernel has
 // reported nothing on the socket since the last read found it empty
@@ -434,8 +426,10 @@ func (c *Conn) progress(now time.Time) { c.progressFor(now, false) }
 // nothing is ready, an event loop's look before its wait, a receive that
 // takes what else is here after a short read): then a read that would
 // only find the socket empty again is skipped, and over shared memory the
-// ring is read without draining the doorbell socket (FillQuiet).
-func (c *Conn) progressFor(now time.Time, quiet bool) {
+// ring is read without draining the doorbell socket (FillQuiet). flush
+// false leaves what it queued to the caller's flush (a send's first call,
+// whose data joins the MPA Reply in one segment).
+func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 	if c.phase() == stFailed || c.fb != nil {
 		return
 	}
@@ -506,7 +500,7 @@ func (c *Conn) progressFor(now time.Time, quiet bool) {
 	c.sendPendingSM(now)
 	c.maybeReturnCredits()
 	c.queueDisConn()
-	if !c.holdFlush {
+	if flush {
 		_ = c.flush()
 	}
 }
@@ -742,7 +736,7 @@ func (c *Conn) onRequest(now time.Time) bool {
 	c.stats.Up = true
 	// No flush here: progress, which called us, flushes when it has
 	// queued what the application wrote meanwhile (drainEarly), or a
-	// send does with its data (holdFlush): the Reply and the first Data
+	// send does with its data (sendFlagsLocked): the Reply and the first Data
 	// message leave in one segment.
 	return true
 }

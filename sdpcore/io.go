@@ -73,9 +73,7 @@ func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (i
 	if held {
 		// The MPA Reply that progress may queue waits for this send's
 		// data, so that both leave in one segment.
-		c.holdFlush = true
-		c.progress(now)
-		c.holdFlush = false
+		c.progressFor(now, false, false)
 		defer func() { _ = c.flush() }()
 	}
 	if err := c.sendable(); err != nil && err != ErrWouldBlock {
@@ -509,7 +507,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		// Quiet: a blocking call waits for the socket next; a call that
 		// takes what else is here after a short read (RecvFill) need not
 		// look at the socket again, whose arrivals the next call sees.
-		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0)
+		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0, true)
 	}
 	if c.fb != nil {
 		return 0, c.fb
@@ -666,7 +664,7 @@ func (c *Conn) PollLook(want Events, now time.Time, quiet, alone bool) (ready, w
 }
 
 func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	c.progressFor(now, quiet)
+	c.progressFor(now, quiet, true)
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}
@@ -761,7 +759,7 @@ func (c *Conn) Close(now time.Time) bool {
 	if c.closed {
 		return true // once is enough (tests close again in their cleanup)
 	}
-	c.closed, c.released = true, true
+	c.closed = true
 	c.cancelSink(false, true)
 	c.detachRead(nil)
 	c.wake() // threads still waiting on it must look again (they will find it closed)
@@ -817,7 +815,7 @@ func (c *Conn) Abort(now time.Time) {
 	if c.closed {
 		return
 	}
-	c.closed, c.released = true, true
+	c.closed = true
 	c.wake()
 	if c.phase() != stFailed && c.fb == nil {
 		c.abort()

@@ -21,11 +21,15 @@ import (
 // the look of the only waiter that did not say it sleeps (lookAlone, an
 // epoll set's, which reports what it finds) the eventfd is rung only for
 // those that did: for the set it would end its next wait at once, for
-// another look.
+// another look. Nor is it rung for such waiters once the application has
+// closed the connection (closed): an epoll set's registrations go with
+// the descriptor, and a ring would wake its wait with the closed
+// descriptor's data (an engine that abandons a connection does not ring
+// either: the application learns of it from its next call).
 func (c *Conn) wake() {
 	c.woken = c.changes
 	var one = [8]byte{1}
-	if c.efd >= 0 && ((c.uncounted && !c.lookAlone && !c.released) || c.sleepers > 0) {
+	if c.efd >= 0 && ((c.uncounted && !c.lookAlone && !c.closed) || c.sleepers > 0) {
 		_, _ = unix.Write(c.efd, one[:])
 	}
 	for _, fd := range c.sleepFds {

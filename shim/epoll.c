@@ -36,6 +36,13 @@ void epset_clear(struct fdent *e)
 	if (!ep)
 		return;
 	pthread_mutex_lock(&ep->mu);
+	for (int i = 0; i < ep->n; i++) {
+		/* Its members' registrations go with it (epsets, look_flags). */
+		struct epreg *r = &ep->regs[i];
+		struct fdent *m = r->parked ? NULL : ours(r->fd);
+		if (m && atomic_load(&m->gen) == r->gen)
+			atomic_fetch_sub(&m->epsets, 1);
+	}
 	ep->n = 0;
 	ep->tagged = 0;
 	pthread_mutex_unlock(&ep->mu);
@@ -145,17 +152,18 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 {
 	switch (op) {
 	case EPOLL_CTL_ADD:
+		if (!ev)
+			return EFAULT; /* as the kernel: nothing changes */
 		if (r && r->parked) {
 			/* Back after a DEL: the kernel's part is still there. */
-			if (ev)
-				atomic_fetch_add(&e->epsets, 1);
-			*r = (struct epreg){ .fd = fd, .gen = r->gen, .events = ev ? ev->events : 0, .data = ev ? ev->data : r->data,
+			atomic_fetch_add(&e->epsets, 1);
+			*r = (struct epreg){ .fd = fd, .gen = r->gen, .events = ev->events, .data = ev->data,
 					     .kfired = 1, .efd = r->efd, .wfull = atomic_load(&e->wfull), .kmask = r->kmask, .due = -1 };
-			return ev ? 0 : EFAULT;
+			return 0;
 		}
 		if (r)
 			return EEXIST;
-		return ev ? epreg_add(epfd, ep, fd, e, ev) : EFAULT;
+		return epreg_add(epfd, ep, fd, e, ev);
 	case EPOLL_CTL_MOD:
 		if (!r || r->parked)
 			return ENOENT;

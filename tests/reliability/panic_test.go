@@ -15,10 +15,17 @@ import (
 // the sending program's for send (both ends preloaded either way). The panic must cost that one
 // connection an error (EIO), the program must live, and its other connections must work.
 func TestEnginePanic(t *testing.T) {
-	for _, op := range []string{"recv", "poll", "any"} {
+	// The call that panics is the n-th of its kind. A transfer makes thousands of
+	// receives, but its polls vary from run to run (5 to 386 for the four
+	// transfers, measured over shared memory): only a low n is always reached.
+	for _, f := range []struct {
+		op string
+		n  int
+	}{{"recv", 20}, {"poll", 3}, {"any", 20}} {
+		op := f.op
 		t.Run(op, func(t *testing.T) {
 			dir := logDir(t)
-			srv := start(t, "sink", sdpEnv(dir, "server", "SDP_TEST_PANIC="+op+":20"), relprog, "sink", freePort(t))
+			srv := start(t, "sink", sdpEnv(dir, "server", "SDP_TEST_PANIC="+op+":"+strconv.Itoa(f.n)), relprog, "sink", freePort(t))
 			p := srv.port(t)
 			waitListening(t, sdpPort(p, 20000), 10*time.Second)
 			const conns = 4
@@ -27,7 +34,7 @@ func TestEnginePanic(t *testing.T) {
 			require.True(t, cli.wait(time.Minute), "the sender finished")
 			dones := srv.waitLines(doneRe, conns, 20*time.Second)
 			require.Len(t, dones, conns)
-			// The 20th call of the kind falls in whichever connection makes it (how many
+			// The n-th call of the kind falls in whichever connection makes it (how many
 			// calls a transfer takes is the engine's business): that one gets EIO, every
 			// other one works.
 			hit := onlyFailure(t, dones, "DONE ok")
@@ -41,7 +48,13 @@ func TestEnginePanic(t *testing.T) {
 			srv.stopGently(10 * time.Second)
 			st := statsOf(t, dir, "server")
 			assert.Equal(t, int64(1), st["panics"], "one panic counted")
-			assert.Equal(t, int64(conns), st["sdp_conns"])
+			if strings.Contains(dones[hit], " bytes=0 ") {
+				// The panic may have come before the connection's handshake
+				// ended (its first call), and such a one is not counted as SDP.
+				assert.Contains(t, []int64{conns - 1, conns}, st["sdp_conns"])
+			} else {
+				assert.Equal(t, int64(conns), st["sdp_conns"])
+			}
 			assert.True(t, strings.Contains(logText(t, dir, "server"), "injected fault"), "the panic is logged")
 		})
 	}
