@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"libsdp/internal/testnet"
 )
 
 // BenchmarkStream measures one-way throughput of an SDP connection over
@@ -271,5 +273,48 @@ func benchProgress(b *testing.B, cfg Config, compute time.Duration) {
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
+	}
+}
+
+// BenchmarkPushFlush measures a ping-pong of large messages, each side
+// sending size bytes once it has received the other's, as NetPIPE does:
+// every pass over the data is on the critical path, so a sender that
+// writes what it has framed while it frames the rest lets the receiver
+// start early. It compares the default (write every pushFlush octets)
+// with writing at half the backlog, beside plain TCP, over segments of
+// 1448 octets (a 1500-octet MTU, FPDUs aligned as between hosts) and of
+// loopback's size. ns/op is one round trip.
+//
+//	go test -run '^$' -bench BenchmarkPushFlush ./sdpcore
+func BenchmarkPushFlush(b *testing.B) {
+	def := pushFlush
+	for _, mss := range []int{1448, 0} {
+		net := "mss1448"
+		if mss == 0 {
+			net = "loopback"
+		}
+		for _, size := range []int{128 << 10, 1 << 20} {
+			for _, m := range []struct {
+				name  string
+				flush int
+			}{{"sdp-64KiB", def}, {"sdp-halfbacklog", DefaultConfig().TxBacklog / 2}} {
+				b.Run(net+"/"+m.name+"/"+sizeName(size), func(b *testing.B) {
+					pushFlush = m.flush
+					defer func() { pushFlush = def }()
+					cfg := DefaultConfig()
+					cfg.AlignLocal = true // as between hosts
+					cfg.SameHost = false
+					cfd, afd := testnet.TCPPairMSS(b, mss)
+					a, p := connPairOn(b, cfg, cfd, afd)
+					b.SetBytes(int64(2 * size))
+					benchPingPong(b, a, p, size)
+				})
+			}
+			b.Run(net+"/tcp/"+sizeName(size), func(b *testing.B) {
+				cfd, afd := testnet.TCPPairMSS(b, mss)
+				b.SetBytes(int64(2 * size))
+				benchPingPongTCPOn(b, cfd, afd, size)
+			})
+		}
 	}
 }

@@ -213,12 +213,20 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 		}
 		clear(c.parts)
 		sent += n
-		if c.tr.TxPending() >= c.txBacklog()/2 {
+		if c.tr.TxPending() >= min(c.txBacklog()/2, pushFlush) {
 			_ = c.flush()
 		}
 	}
 	return sent
 }
+
+// pushFlush is how much a large send frames before it writes: the peer
+// starts on the first octets while the rest is framed, instead of waiting
+// for the whole send's copy and CRC. One message of the default buffer
+// size (BenchmarkPushFlush; over veth and over 127.0.0.1 iperf3 and NPtcp
+// from 128 KiB gained 10-35% over writing at half the backlog, 128 KiB).
+// A variable only so that the benchmark can compare.
+var pushFlush = 64 << 10
 
 // separate makes the extra copy of separate buffering: into SDP's private
 // send buffer, from which iWARP then copies into its marker buffer.

@@ -181,6 +181,11 @@ func benchPingPong(b *testing.B, a, p *Conn, size int) {
 // benchPingPongTCP is benchPingPong over plain TCP with blocking calls.
 func benchPingPongTCP(b *testing.B, size int) {
 	cfd, afd := tcpPair(b)
+	benchPingPongTCPOn(b, cfd, afd, size)
+}
+
+// benchPingPongTCPOn is benchPingPongTCP over a given connection.
+func benchPingPongTCPOn(b *testing.B, cfd, afd, size int) {
 	for _, fd := range []int{cfd, afd} {
 		require.NoError(b, unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1))
 	}
