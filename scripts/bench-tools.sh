@@ -5,7 +5,8 @@
 #   - iperf3, default and -l 16K: bandwidth (Mbit/s, receiver);
 #   - sockperf throughput, 64 B and 1 KiB: messages/s;
 #   - sockperf ping-pong, 64 B: the median latency (µs; lower is better);
-#   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes;
+#   - NPtcp, 64 KiB to 4 MiB: the lowest and the median of libsdp's ratio over the sizes, and
+#     the geometric mean of each one's rate over the sizes (TCP's own varies by size and run);
 #   - ab -n 5000 -c 8 without keep-alive against nginx (2 workers, a 4 KiB page): requests/s,
 #     which is mostly connection set-up, the CPU the nginx workers spent per request, and the
 #     system calls they made per request (perf stat, where it can count them).
@@ -227,11 +228,12 @@ for net in $nets; do
 				:
 			elif [[ -s $tmp/np.tcp && -s $tmp/np.$c ]]; then
 				paste "$tmp/np.tcp" "$tmp/np.$c" | awk -v net="$net" -v c="$c" -v r="$r" '
-					$2 > 0 { q[++n] = $5 / $2 }
+					$2 > 0 && $5 > 0 { q[++n] = $5 / $2; lt += log($2); ls += log($5) }
 					END {
 						if (!n) { printf "%-4s %-5s run %d  NPtcp: no sizes\n", net, c, r; exit }
 						for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
-						printf "%-4s %-5s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f\n", net, c, r, n, q[1], q[int((n + 1) / 2)]
+						printf "%-4s %-5s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f; geometric mean %.0f/%.0f Mbit/s\n",
+							net, c, r, n, q[1], q[int((n + 1) / 2)], exp(ls / n), exp(lt / n)
 					}'
 			else
 				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
