@@ -12,7 +12,7 @@ import (
 var benchSizes = []struct {
 	name string
 	n    int
-}{{"64B", 64}, {"1KiB", 1024}, {"16KiB", 16384}, {"64KiB", 65022}}
+}{{"64B", 64}, {"1KiB", 1024}, {"1430B", 1430}, {"2KiB", 2048}, {"4KiB", 4096}, {"6KiB", 6144}, {"8KiB", 8192}, {"16KiB", 16384}, {"64KiB", 65022}}
 
 var benchModes = []struct {
 	name         string

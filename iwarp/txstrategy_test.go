@@ -20,7 +20,7 @@ func TestTxStrategiesAgree(t *testing.T) {
 			var pieces, iov [][]byte
 			var side, buf []byte
 			for i := 0; i < 3000; i++ {
-				n := r.Intn(3000)
+				n := r.Intn(8000) // both sides of encodeFoldMin+512, where AppendFPDU starts to fold
 				if i%100 == 0 {
 					n = r.Intn(cp.MaxULPDU() + 1)
 				}
