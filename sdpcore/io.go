@@ -223,9 +223,11 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 // pushFlush is how much a large send frames before it writes: the peer
 // starts on the first octets while the rest is framed, instead of waiting
 // for the whole send's copy and CRC. One message of the default buffer
-// size (BenchmarkPushFlush; over veth and over 127.0.0.1 iperf3 and NPtcp
-// from 128 KiB gained 10-35% over writing at half the backlog, 128 KiB).
-// A variable only so that the benchmark can compare.
+// size. Against writing at half the backlog (128 KiB): iperf3's 128 KiB
+// writes 10-20% faster between namespaces and 40-50% over loopback's
+// iWARP, NetPIPE between namespaces 10-20%, 100 KiB writes 5% and 45%
+// slower (docs/PERFORMANCE.md, "A large send writes as it frames";
+// BenchmarkPushFlush). A variable only so that the benchmark can compare.
 var pushFlush = 64 << 10
 
 // separate makes the extra copy of separate buffering: into SDP's private
