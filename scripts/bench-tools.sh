@@ -228,12 +228,12 @@ for net in $nets; do
 				:
 			elif [[ -s $tmp/np.tcp && -s $tmp/np.$c ]]; then
 				paste "$tmp/np.tcp" "$tmp/np.$c" | awk -v net="$net" -v c="$c" -v r="$r" '
-					$2 > 0 && $5 > 0 { q[++n] = $5 / $2; lt += log($2); ls += log($5) }
+					$2 > 0 { q[++n] = $5 / $2; lt += log($2); if ($5 > 0) ls += log($5); else zero = 1 }
 					END {
 						if (!n) { printf "%-4s %-5s run %d  NPtcp: no sizes\n", net, c, r; exit }
 						for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
 						printf "%-4s %-5s run %d  NPtcp 64 KiB-4 MiB, %d sizes: lowest %.2f, median %.2f; geometric mean %.0f/%.0f Mbit/s\n",
-							net, c, r, n, q[1], q[int((n + 1) / 2)], exp(ls / n), exp(lt / n)
+							net, c, r, n, q[1], q[int((n + 1) / 2)], zero ? 0 : exp(ls / n), exp(lt / n)
 					}'
 			else
 				printf '%-4s %-5s run %d  NPtcp: no output\n' "$net" "$c" "$r"
