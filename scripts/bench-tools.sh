@@ -18,7 +18,7 @@
 #
 #   bash scripts/bench-tools.sh      (sockperf and NPtcp: bash scripts/install-bench-deps.sh)
 #   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4   TOOLS_CFGS="iwarp shm"
-#   TOOLS_CASES="iperf sockperf np ab"
+#   TOOLS_CASES="iperf sockperf np ab"   TOOLS_IPERF_LENS="64K 100K" (more iperf3 write sizes)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -32,6 +32,7 @@ cases=" ${TOOLS_CASES:-iperf sockperf np ab} "
 runs=${TOOLS_RUNS:-2}
 cfgs=${TOOLS_CFGS:-iwarp shm}
 secs=${TOOLS_SECONDS:-4}
+lens=${TOOLS_IPERF_LENS:-} # more iperf3 write sizes (-l), a line each
 tmp=$(mktemp -d)
 veth_names sdptools 233
 pids=()
@@ -199,6 +200,7 @@ for net in $nets; do
 				serve "$net" "$cfg" "$p1" iperf3 -s -p "$p1"
 				v[$cfg.iperf]=$(iperf "$net" "$cfg" "$p1")
 				v[$cfg.iperf16]=$(iperf "$net" "$cfg" "$p1" -l 16K)
+				for l in $lens; do v[$cfg.iperf.$l]=$(iperf "$net" "$cfg" "$p1" -l "$l"); done
 				stop_servers
 			fi
 			if [[ $cases == *" sockperf "* ]]; then
@@ -219,6 +221,12 @@ for net in $nets; do
 				printf '%-4s %-5s run %d  iperf3 %s/%s Mbit/s = %s   iperf3 -l 16K %s/%s = %s\n' "$net" "$c" "$r" \
 					"${v[$c.iperf]}" "${v[tcp.iperf]}" "$(ratio "${v[$c.iperf]}" "${v[tcp.iperf]}")" \
 					"${v[$c.iperf16]}" "${v[tcp.iperf16]}" "$(ratio "${v[$c.iperf16]}" "${v[tcp.iperf16]}")"
+			if [[ $cases == *" iperf "* ]]; then
+				for l in $lens; do
+					printf '%-4s %-5s run %d  iperf3 -l %s %s/%s Mbit/s = %s\n' "$net" "$c" "$r" "$l" \
+						"${v[$c.iperf.$l]}" "${v[tcp.iperf.$l]}" "$(ratio "${v[$c.iperf.$l]}" "${v[tcp.iperf.$l]}")"
+				done
+			fi
 			[[ $cases == *" sockperf "* ]] &&
 				printf '%-4s %-5s run %d  sockperf tp 64 B %s/%s msg/s = %s   1 KiB %s/%s = %s   pp 64 B p50 %s/%s us = %s\n' \
 					"$net" "$c" "$r" "${v[$c.tp64]}" "${v[tcp.tp64]}" "$(ratio "${v[$c.tp64]}" "${v[tcp.tp64]}")" \

@@ -225,8 +225,9 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 // for the whole send's copy and CRC. One message of the default buffer
 // size. Against writing at half the backlog (128 KiB): iperf3's 128 KiB
 // writes 10-20% faster between namespaces and 40-50% over loopback's
-// iWARP, NetPIPE between namespaces 10-20%, 100 KiB writes 5% and 45%
-// slower (docs/PERFORMANCE.md, "A large send writes as it frames";
+// iWARP, NetPIPE between namespaces 10-20%; 64 and 100 KiB writes 7%
+// slower between namespaces, 100 KiB 25-30% over loopback's iWARP
+// (docs/PERFORMANCE.md, "A large send writes as it frames";
 // BenchmarkPushFlush). A variable only so that the benchmark can compare.
 var pushFlush = 64 << 10
 

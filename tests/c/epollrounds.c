@@ -25,22 +25,17 @@ int main(void)
 	struct sockaddr_in sa;
 	int l = listener(&sa), s, c;
 	pair_used(l, &sa, &s, &c);
-	struct epoll_event ev = { .events = EPOLLIN };
 	/* A set closed before takes its registrations with it: the rounds'
 	 * set is then each connection's only one. */
 	int old = epoll_create1(0);
 	CHECK(old >= 0);
-	ev.data.fd = s;
-	CHECK(epoll_ctl(old, EPOLL_CTL_ADD, s, &ev) == 0);
-	ev.data.fd = c;
-	CHECK(epoll_ctl(old, EPOLL_CTL_ADD, c, &ev) == 0);
+	watch_readable(old, s);
+	watch_readable(old, c);
 	CHECK(close(old) == 0);
 	int ep = epoll_create1(0);
 	CHECK(ep >= 0);
-	ev.data.fd = s;
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
-	ev.data.fd = c;
-	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+	watch_readable(ep, s);
+	watch_readable(ep, c);
 	char q[17] = "request 0000000", a[17] = "answer  0000000";
 	for (int i = 0; i < ROUNDS; i++) {
 		CHECK(write(s, q, 16) == 16);

@@ -31,11 +31,8 @@ int main(void)
 		int s, c;
 		pair(l, &sa, &s, &c);
 		if (ep >= 0) {
-			struct epoll_event ev = { .events = EPOLLIN };
-			ev.data.fd = s;
-			CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) == 0);
-			ev.data.fd = c;
-			CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, c, &ev) == 0);
+			watch_readable(ep, s);
+			watch_readable(ep, c);
 		}
 		CHECK(write(s, req, sizeof req) == (ssize_t)sizeof req);
 		char b[sizeof req];

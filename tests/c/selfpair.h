@@ -70,6 +70,14 @@ static inline void pair_used(int l, const struct sockaddr_in *sa, int *s, int *c
 	read_n(*s, &b, 1);
 }
 
+/* watch_readable adds fd to the epoll set ep for reading, with its own
+ * number as data (what await_readable looks for). */
+static inline void watch_readable(int ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+}
+
 /* await_readable waits (bounded) until the epoll set ep reports fd, which
  * is registered with its own number as data, readable. */
 static inline void await_readable(int ep, int fd)
