@@ -31,7 +31,6 @@ import (
 type QP struct {
 	fd      int
 	stream  ByteStream   // carries the FPDUs instead of fd (stream.go)
-	peeker  PeekStream   // stream, when it can peek (sink.go)
 	choice  StreamChoice // a stream the peer has yet to take or decline (stream.go)
 	rawEnd  int          // txbuf before it still goes to fd (stream.go)
 	noAlign bool         // let the kernel merge FPDUs into segments (faster, unaligned)
@@ -81,9 +80,8 @@ type QP struct {
 	gathered   uint64
 	holeCopied uint64
 
-	rdma        // memory regions, RDMA Read state, completions, faults (rdma.go)
-	direct      // tagged payload read straight into its region (direct.go)
-	sink   sink // Send payload read straight into the reader's buffer (sink.go)
+	rdma   // memory regions, RDMA Read state, completions, faults (rdma.go)
+	direct // tagged payload read straight into its region (direct.go)
 }
 
 const (
@@ -838,7 +836,6 @@ func (q *QP) ensureRoom(want int) {
 type Segment struct {
 	DDPSegment
 	chunk *RxChunk
-	sunk  bool // Payload lies in the receive sink (sink.go)
 }
 
 // Release gives the segment's bytes back to the QP. Call it exactly once.
@@ -866,9 +863,6 @@ func (s *Segment) Chunk() *RxChunk { return s.chunk }
 func (q *QP) NextSegment() (Segment, error) {
 	if q.fault != nil {
 		return Segment{}, q.fault
-	}
-	if s, ok := q.nextSunk(); ok {
-		return s, nil
 	}
 	for {
 		if q.cur == nil || q.rxr == q.rxw {
@@ -933,10 +927,7 @@ func (q *QP) NextSegment() (Segment, error) {
 // checkUntagged enforces the ordering of untagged queues (RFC 5041 §4.3,
 // §5.2, §5.3): MSN advances by one per message, MO by the bytes of each
 // segment.
-func (q *QP) checkUntagged(s *DDPSegment) error { return q.checkUntaggedLen(s, len(s.Payload)) }
-
-// checkUntaggedLen is checkUntagged for a segment of n payload octets.
-func (q *QP) checkUntaggedLen(s *DDPSegment, n int) error {
+func (q *QP) checkUntagged(s *DDPSegment) error {
 	if s.QN >= numQueues {
 		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
 	}
@@ -953,7 +944,7 @@ func (q *QP) checkUntaggedLen(s *DDPSegment, n int) error {
 		q.recvMSN[qn]++
 		q.recvMO[qn] = 0
 	} else {
-		q.recvMO[qn] += uint32(n)
+		q.recvMO[qn] += uint32(len(s.Payload))
 	}
 	return nil
 }

@@ -518,14 +518,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		// Quiet: a blocking call waits for the socket next; a call that
 		// takes what else is here after a short read (RecvFill) need not
 		// look at the socket again, whose arrivals the next call sees.
-		sunk := c.sinkOpen(bufs, flags)
-		c.rxLazy = true
 		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0, true)
-		c.rxLazy = false
-		if sunk {
-			c.sinkClose()
-			defer c.keepSunk()
-		}
 	}
 	if c.fb != nil {
 		return 0, c.fb
@@ -559,7 +552,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 			n = c.copyOut(bufs, flags&RecvPeek != 0)
 		}
 		if flags&RecvPeek == 0 {
-			c.stats.UserCopiesRx += uint64(n - c.sunkOut)
+			c.stats.UserCopiesRx += uint64(n)
 			c.maybeReturnCredits()
 			c.queueDisConn()
 			_ = c.flush()
@@ -603,17 +596,10 @@ func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
 func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 	n := 0
 	i, off := c.rqHead, 0
-	c.sunkOut = 0
 	for _, b := range bufs {
 		for len(b) > 0 && i < len(c.rq) {
 			p := &c.rq[i]
-			var k int
-			if p.sunk && &b[0] == &p.data[off] {
-				k = min(len(b), len(p.data)-off) // already there
-				c.sunkOut += k
-			} else {
-				k = copy(b, p.data[off:])
-			}
+			k := copy(b, p.data[off:])
 			if p.ring && !peek {
 				c.ringFreed += uint32(k)
 			}
@@ -689,9 +675,7 @@ func (c *Conn) PollLook(want Events, now time.Time, quiet, alone bool) (ready, w
 }
 
 func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	c.rxLazy = true
 	c.progressFor(now, quiet, true)
-	c.rxLazy = false
 	if c.fb != nil {
 		return 0, 0, time.Time{}, c.edges, c.fb
 	}

@@ -231,17 +231,6 @@ func (s *Stream) Watch() func() bool {
 	return func() bool { return atomic.LoadUint64(head) != seen }
 }
 
-// Peek copies the next bytes Read would take into b without taking them
-// (Consumer.Peek): the peer may still change them.
-func (s *Stream) Peek(b []byte) (int, error) { return s.rx.Peek(b) }
-
-// Holds reports whether Read would take at least n bytes now; false on a
-// ring the peer broke, which Read then reports.
-func (s *Stream) Holds(n int) bool {
-	ok, err := s.rx.Holds(n)
-	return ok && err == nil
-}
-
 // Pending reports whether bytes wait in the ring to be read.
 func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }
 
