@@ -230,6 +230,15 @@ func (f *TxFramer) appendFolded(out []byte, parts [][]byte, ulen, first, count i
 	f.folded = true
 }
 
+// count advances the position and the counters by an FPDU of ulen octets
+// framed elsewhere (streamtx.go), without markers.
+func (f *TxFramer) count(ulen int) {
+	_, _, wire := f.layout(ulen)
+	f.pos += uint64(wire)
+	f.stats.FPDUs++
+	f.stats.Bytes += uint64(wire)
+}
+
 // rewind takes back the last FPDU, which carried ulen octets and was framed
 // at position pos, so that it can be framed again.
 func (f *TxFramer) rewind(pos uint64, ulen int) {

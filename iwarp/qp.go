@@ -29,18 +29,22 @@ import (
 //
 // A QP is not safe for concurrent use; its owner serialises calls.
 type QP struct {
-	fd      int
-	stream  ByteStream   // carries the FPDUs instead of fd (stream.go)
-	choice  StreamChoice // a stream the peer has yet to take or decline (stream.go)
-	rawEnd  int          // txbuf before it still goes to fd (stream.go)
-	noAlign bool         // let the kernel merge FPDUs into segments (faster, unaligned)
-	tx      *TxFramer
-	rx      *RxDeframer
-	full    bool
-	mulpdu  int
-	emss    int  // the TCP segment size FPDUs are cut for
-	runs    bool // FPDUs fill segments exactly and go out in runs (segmentFit)
-	local   int8 // the peer is on this host (PeerLocal): 1 yes, -1 no, 0 not known yet
+	fd       int
+	stream   ByteStream   // carries the FPDUs instead of fd (stream.go)
+	peeker   PeekStream   // stream, when it can peek (sink.go)
+	recorder RecordStream // stream, when it takes records (streamtx.go)
+	dhdr     [ulpduLenLen + DDPUntaggedHeaderLen]byte
+	txDirect uint64
+	choice   StreamChoice // a stream the peer has yet to take or decline (stream.go)
+	rawEnd   int          // txbuf before it still goes to fd (stream.go)
+	noAlign  bool         // let the kernel merge FPDUs into segments (faster, unaligned)
+	tx       *TxFramer
+	rx       *RxDeframer
+	full     bool
+	mulpdu   int
+	emss     int  // the TCP segment size FPDUs are cut for
+	runs     bool // FPDUs fill segments exactly and go out in runs (segmentFit)
+	local    int8 // the peer is on this host (PeerLocal): 1 yes, -1 no, 0 not known yet
 
 	txbuf   []byte
 	txoff   int
@@ -80,8 +84,9 @@ type QP struct {
 	gathered   uint64
 	holeCopied uint64
 
-	rdma   // memory regions, RDMA Read state, completions, faults (rdma.go)
-	direct // tagged payload read straight into its region (direct.go)
+	rdma        // memory regions, RDMA Read state, completions, faults (rdma.go)
+	direct      // tagged payload read straight into its region (direct.go)
+	sink   sink // Send payload read straight into the reader's buffer (sink.go)
 }
 
 const (
@@ -251,10 +256,11 @@ func (q *QP) PostSend(op Opcode, parts ...[]byte) {
 func (q *QP) postUntagged(op Opcode, qn uint32, invSTag uint32, parts [][]byte) {
 	msn := q.sendMSN[qn]
 	q.sendMSN[qn]++
-	start, pos, frames := len(q.txbuf), q.tx.Pos(), len(q.txEnds)
+	start, pos, frames, direct := len(q.txbuf), q.tx.Pos(), len(q.txEnds), q.txDirect
 	q.post(segHeader{ctrl: RDMAPCtrl(op), inv: invSTag, qn: qn, msn: msn}, parts)
-	// A Send that fits one FPDU may still grow (AppendSend).
-	q.last = lastSend{ok: (op == OpSend || op == OpSendSE) && len(q.txEnds) == frames+1, start: start, pos: pos}
+	// A Send that fits one FPDU may still grow (AppendSend); not one of
+	// whose FPDUs went straight into the stream.
+	q.last = lastSend{ok: (op == OpSend || op == OpSendSE) && len(q.txEnds) == frames+1 && q.txDirect == direct, start: start, pos: pos}
 }
 
 // postTagged queues a tagged RDMAP message (RDMA Write or Read Response)
@@ -285,9 +291,11 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	if h.tagged {
 		hl = DDPTaggedHeaderLen
 	}
-	q.reserveTx(total, hl)
-	mo := 0
-	pi, po := 0, 0 // position in parts
+	mo, pi, po := q.postDirect(h, parts, total, hl) // position in parts
+	if mo > 0 && mo == total {
+		return
+	}
+	q.reserveTx(total-mo, hl)
 	for {
 		n := min(total-mo, q.segmentFit()-hl)
 		last := mo+n == total
@@ -836,6 +844,7 @@ func (q *QP) ensureRoom(want int) {
 type Segment struct {
 	DDPSegment
 	chunk *RxChunk
+	sunk  bool // Payload lies in the receive sink (sink.go)
 }
 
 // Release gives the segment's bytes back to the QP. Call it exactly once.
@@ -863,6 +872,9 @@ func (s *Segment) Chunk() *RxChunk { return s.chunk }
 func (q *QP) NextSegment() (Segment, error) {
 	if q.fault != nil {
 		return Segment{}, q.fault
+	}
+	if s, ok := q.nextSunk(); ok {
+		return s, nil
 	}
 	for {
 		if q.cur == nil || q.rxr == q.rxw {
@@ -927,7 +939,10 @@ func (q *QP) NextSegment() (Segment, error) {
 // checkUntagged enforces the ordering of untagged queues (RFC 5041 §4.3,
 // §5.2, §5.3): MSN advances by one per message, MO by the bytes of each
 // segment.
-func (q *QP) checkUntagged(s *DDPSegment) error {
+func (q *QP) checkUntagged(s *DDPSegment) error { return q.checkUntaggedLen(s, len(s.Payload)) }
+
+// checkUntaggedLen is checkUntagged for a segment of n payload octets.
+func (q *QP) checkUntaggedLen(s *DDPSegment, n int) error {
 	if s.QN >= numQueues {
 		return &Error{Layer: LayerDDP, Type: DDPErrTypeUntagged, Code: DDPErrInvalidQN, Msg: "DDP: invalid QN " + utoa(s.QN)}
 	}
@@ -944,7 +959,7 @@ func (q *QP) checkUntagged(s *DDPSegment) error {
 		q.recvMSN[qn]++
 		q.recvMO[qn] = 0
 	} else {
-		q.recvMO[qn] += uint32(len(s.Payload))
+		q.recvMO[qn] += uint32(n)
 	}
 	return nil
 }

@@ -23,7 +23,11 @@ type ByteStream interface {
 // UseStream makes the QP carry its FPDUs over s from StartFullOperation
 // on. What was queued before (the MPA Reply) still goes to the socket,
 // and what the socket holds after the peer's MPA frame is not the QP's.
-func (q *QP) UseStream(s ByteStream) { q.stream = s }
+func (q *QP) UseStream(s ByteStream) {
+	q.stream = s
+	q.peeker, _ = s.(PeekStream)
+	q.recorder, _ = s.(RecordStream)
+}
 
 // StreamChoice is a stream offered to the peer, which takes it or not
 // after Full Operation has begun: the connecting side offers (its MPA
@@ -108,7 +112,7 @@ func (q *QP) choose() error {
 		q.rawEnd = 0 // over the socket: the held FPDUs follow the Reply
 		return nil
 	}
-	q.stream = s
+	q.UseStream(s)
 	rawEnd := q.rawEnd
 	q.startStream()
 	q.rawEnd = rawEnd // the Reply's end, not the held FPDUs'
@@ -193,10 +197,27 @@ func (q *QP) readStream(b []byte, quiet bool) (int, error) {
 func (q *QP) fillStream(quiet bool) (int, error) {
 	q.ensureRoom(q.minRead())
 	room := q.cur.buf[q.rxw:]
+	if q.peeker != nil {
+		n, lim, err, done := q.sinkFill(quiet)
+		if done {
+			return q.streamRead(n, err)
+		}
+		if lim > 0 && lim < len(room) {
+			room = room[:lim]
+		}
+	}
 	n, err := q.readStream(room, quiet)
+	if n > 0 {
+		q.took(n, len(room))
+	}
+	return q.streamRead(n, err)
+}
+
+// streamRead is a stream read's outcome for Fill: n octets read, else why
+// not.
+func (q *QP) streamRead(n int, err error) (int, error) {
 	switch {
 	case n > 0:
-		q.took(n, len(room))
 		// Only a read that found the stream empty told the peer to ring:
 		// a caller must not wait on the socket before one.
 		q.drained = false

@@ -147,16 +147,23 @@ type Conn struct {
 	freed         int // buffers the application emptied since then
 
 	// Receive: payload pieces in arrival order.
-	rq       []piece
-	rqHead   int
-	rqBytes  int
-	rxOut    uint64 // bytes the application has read (or skipped), all time
-	urg      urgent // urgent data (MSG_OOB)
-	inMsg    bool   // inside a multi-segment message
-	inData   bool   // … which is a Data message
-	msgLeft  int    // bytes of it still to come
-	msgHeld  bool   // it holds a buffer until its payload is read
-	msgFrees bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
+	rq      []piece
+	rqHead  int
+	rqBytes int
+	// The receive sink (sink.go): payload queued through it in this
+	// receive, copies copyOut found already made, and the check the
+	// transport asks.
+	sunk, sunkOut int
+	rxLazy        bool // progress for a blocking receive's wait: readable is enough (sink.go)
+	sinkBuf       []byte
+	sinkPlaceFn   func(head []byte, n int) []byte
+	rxOut         uint64 // bytes the application has read (or skipped), all time
+	urg           urgent // urgent data (MSG_OOB)
+	inMsg         bool   // inside a multi-segment message
+	inData        bool   // … which is a Data message
+	msgLeft       int    // bytes of it still to come
+	msgHeld       bool   // it holds a buffer until its payload is read
+	msgFrees      bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
 
 	parts [][]byte
 	hdr   [BSDHLen]byte
@@ -236,6 +243,7 @@ type piece struct {
 	seg  Segment
 	last bool // last piece of a Data message that holds a buffer
 	ring bool // data lies in our receive ring: reading it frees ring space
+	sunk bool // data lies in the receive's sink, where copyOut puts it (sink.go)
 }
 
 // newActive starts the connecting side over tr, whose connection to the
@@ -468,6 +476,11 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 		}
 		if c.rqBytes >= c.rxMax() {
 			break // a reader that falls behind leaves the rest to TCP's window
+		}
+		if c.rqBytes > 0 && c.rxLazy && c.sinkBuf == nil && c.sinkable() || c.sinkBuf != nil && c.rqBytes >= len(c.sinkBuf) {
+			// Readable, or the receive is full: what follows waits in the
+			// ring for the next receive's sink (sink.go).
+			break
 		}
 		// After a read that emptied the socket the next one would only say
 		// EAGAIN; a quiet caller need not even make the first (FillQuiet).
@@ -903,7 +916,16 @@ func (c *Conn) onSegment(seg Segment) {
 	}
 	c.stats.PayloadRx += uint64(len(payload))
 	c.edges++
-	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last})
+	sunk := seg.Sunk
+	if !sunk && c.sinking(len(payload)) {
+		payload, sunk = c.sinkCopy(payload), true
+		seg.Release()
+		seg = Segment{}
+	}
+	if sunk {
+		c.sunk += len(payload)
+	}
+	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last, sunk: sunk})
 	c.rqBytes += len(payload)
 	c.onOOBPayload(payload, segLast) // seg is emptied above in separate buffering
 }

@@ -518,7 +518,12 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		// Quiet: a blocking call waits for the socket next; a call that
 		// takes what else is here after a short read (RecvFill) need not
 		// look at the socket again, whose arrivals the next call sees.
+		sunk := c.sinkOpen(bufs, flags)
 		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0, true)
+		if sunk {
+			c.sinkClose()
+			defer c.keepSunk()
+		}
 	}
 	if c.fb != nil {
 		return 0, c.fb
@@ -552,7 +557,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 			n = c.copyOut(bufs, flags&RecvPeek != 0)
 		}
 		if flags&RecvPeek == 0 {
-			c.stats.UserCopiesRx += uint64(n)
+			c.stats.UserCopiesRx += uint64(n - c.sunkOut)
 			c.maybeReturnCredits()
 			c.queueDisConn()
 			_ = c.flush()
@@ -596,10 +601,17 @@ func (c *Conn) recvEmpty(bufs [][]byte) (int, error) {
 func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 	n := 0
 	i, off := c.rqHead, 0
+	c.sunkOut = 0
 	for _, b := range bufs {
 		for len(b) > 0 && i < len(c.rq) {
 			p := &c.rq[i]
-			k := copy(b, p.data[off:])
+			var k int
+			if p.sunk && &b[0] == &p.data[off] {
+				k = min(len(b), len(p.data)-off) // already there
+				c.sunkOut += k
+			} else {
+				k = copy(b, p.data[off:])
+			}
 			if p.ring && !peek {
 				c.ringFreed += uint32(k)
 			}

@@ -176,7 +176,7 @@ func (t *qpTransport) NextSegment() (Segment, error) {
 		}
 		return Segment{}, err
 	}
-	seg := Segment{Kind: segmentKind(&s.DDPSegment), Op: uint8(s.Opcode()), Last: s.Last, Offset: s.MO, Payload: s.Payload}
+	seg := Segment{Kind: segmentKind(&s.DDPSegment), Op: uint8(s.Opcode()), Last: s.Last, Offset: s.MO, Payload: s.Payload, Sunk: s.Sunk()}
 	if c := s.Chunk(); c != nil {
 		seg.Buf = c // the segment's reference, released by Segment.Release
 	}
@@ -211,8 +211,13 @@ func (t *qpTransport) RejectSegment(seg Segment) error {
 }
 
 func (t *qpTransport) Buffered() int { return t.qp().Buffered() }
-func (t *qpTransport) Drained() bool { return t.qp().Drained() }
-func (t *qpTransport) Rest()         { t.qp().Rest() }
+
+func (t *qpTransport) SinkSends(place func(head []byte, n int) []byte, keep int) {
+	t.qp().SinkSends(place, keep)
+}
+func (t *qpTransport) Sinkable() bool { return t.qp().Sinkable() }
+func (t *qpTransport) Drained() bool  { return t.qp().Drained() }
+func (t *qpTransport) Rest()          { t.qp().Rest() }
 
 func (t *qpTransport) PollCompletions(dst []Completion) []Completion {
 	var buf [4]iwarp.Completion // SDP has one Read outstanding at most

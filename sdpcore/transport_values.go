@@ -48,6 +48,7 @@ type Segment struct {
 	Offset  uint32 // of Payload in its message
 	Payload []byte
 	Buf     RxBuffer // what Payload lies in; nil once released
+	Sunk    bool     // Payload lies in the receive sink (sink.go)
 }
 
 // RxBuffer is transport memory that received payload lies in: the

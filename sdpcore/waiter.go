@@ -105,7 +105,11 @@ func (c *Conn) PollWaitOwn(want Events, now time.Time, woke, block bool, own int
 	// Back from a wait, the socket may hold data; a poll() of several
 	// descriptors may return for another one, so only a blocking caller
 	// skips the read.
+	// A blocking receive's wait needs only something to read: the rest
+	// stays in a ring for the receive's sink (sink.go).
+	c.rxLazy = block && want == EvIn
 	ready, wait, deadline, edges, err = c.pollLocked(want, now, block && !woke && want&EvIn != 0)
+	c.rxLazy = false
 	efd = -1
 	if err == nil && ready&want == 0 {
 		// What this look changed reaches the threads asleep already

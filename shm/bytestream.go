@@ -1,5 +1,7 @@
 package shm
 
+import "encoding/binary"
+
 // The rings as a byte stream, for a framing of its own above them (the
 // iWARP framing of SDP's messages): a write is one record of as many bytes
 // as fit, and reads take the payloads in order across record boundaries.
@@ -68,4 +70,71 @@ func (c *Consumer) begin() (bool, error) {
 		c.tail = c.end
 	}
 	return true, nil
+}
+
+// Peek copies the next bytes Read would take into b without taking them,
+// and returns how many there were (0 when the ring is empty). The peer may
+// change them before Read: a caller decides nothing from peeked bytes that
+// it does not check again on what Read gives.
+func (c *Consumer) Peek(b []byte) (int, error) {
+	n := 0
+	at, left, next := c.at, c.left, c.end
+	if left == 0 {
+		next = c.tail
+	}
+	for n < len(b) {
+		if left == 0 {
+			hdr, end, err := c.headerAt(next)
+			if err != nil || end == 0 {
+				return n, err
+			}
+			at, left, next = next+recHeader, hdr, end
+			continue
+		}
+		k := copy(b[n:min(len(b), n+int(left))], c.r.data[at&c.r.mask:])
+		n += k
+		at += uint64(k)
+		left -= uint64(k)
+	}
+	return n, nil
+}
+
+// Holds reports whether Read would take at least n bytes now.
+func (c *Consumer) Holds(n int) (bool, error) {
+	got := c.left
+	next := c.end
+	if c.left == 0 {
+		next = c.tail
+	}
+	for got < uint64(n) {
+		hdr, end, err := c.headerAt(next)
+		if err != nil || end == 0 {
+			return false, err
+		}
+		got += hdr
+		next = end
+	}
+	return true, nil
+}
+
+// headerAt is header for the record at pos, at or after tail: its payload
+// length and where it ends, or end 0 when nothing is published there yet.
+func (c *Consumer) headerAt(pos uint64) (hdr, end uint64, err error) {
+	if pos == c.head {
+		if err := c.readHead(); err != nil {
+			return 0, 0, err
+		}
+		if pos == c.head {
+			return 0, 0, nil
+		}
+	}
+	avail := c.head - pos
+	if avail < recHeader || avail%recAlign != 0 || avail > uint64(len(c.r.data)) {
+		return 0, 0, ErrCorrupt
+	}
+	hdr = binary.LittleEndian.Uint64(c.r.data[pos&c.r.mask:])
+	if hdr > avail || recordLen(hdr) > avail {
+		return 0, 0, ErrCorrupt
+	}
+	return hdr, pos + recordLen(hdr), nil
 }

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -55,8 +56,20 @@ func FuzzRing(f *testing.F) {
 		}
 		piece := make([]byte, 1+int(tail%5000))
 		read := uint64(0)
+		peek := make([]byte, len(piece))
 		for i := 0; i < 1000; i++ {
+			// Peek shows what Read then takes; Holds agrees with it.
+			k, perr := s.Peek(peek)
+			if perr != nil && !errors.Is(perr, ErrCorrupt) {
+				t.Fatalf("Peek: %v", perr)
+			}
+			if ok, herr := s.Holds(k); perr == nil && (herr != nil || !ok) {
+				t.Fatalf("Holds(%d) = %v, %v after Peek showed that many", k, ok, herr)
+			}
 			n, err := s.Read(piece)
+			if perr == nil && err == nil && (n != k || !bytes.Equal(piece[:n], peek[:k])) {
+				t.Fatalf("Read took %d bytes, Peek showed %d", n, k)
+			}
 			read += uint64(n)
 			if read > head {
 				t.Fatalf("%d bytes read past head %d", read, head)

@@ -272,21 +272,12 @@ func (c *Consumer) Next(dst []byte) ([]byte, error) {
 // against what the producer published: ErrEmpty when there is none,
 // ErrCorrupt when it cannot be a record.
 func (c *Consumer) header() (uint64, error) {
-	if c.tail == c.head {
-		if err := c.readHead(); err != nil {
-			return 0, err
-		}
-		if c.tail == c.head {
-			return 0, ErrEmpty
-		}
+	hdr, end, err := c.headerAt(c.tail)
+	if err != nil {
+		return 0, err
 	}
-	avail := c.head - c.tail
-	if avail < recHeader || avail%recAlign != 0 {
-		return 0, ErrCorrupt
-	}
-	hdr := binary.LittleEndian.Uint64(c.r.data[c.tail&c.r.mask:])
-	if hdr > avail || recordLen(hdr) > avail { // hdr > avail first: recordLen must not overflow
-		return 0, ErrCorrupt
+	if end == 0 {
+		return 0, ErrEmpty
 	}
 	return hdr, nil
 }

@@ -231,6 +231,36 @@ func (s *Stream) Watch() func() bool {
 	return func() bool { return atomic.LoadUint64(head) != seen }
 }
 
+// AppendRecord appends the concatenation of parts as one record if the
+// ring has room for all of it now, unpublished until Push; false, and
+// nothing written, if not.
+func (s *Stream) AppendRecord(parts ...[]byte) (bool, error) {
+	err := s.tx.Append(parts...)
+	if err == ErrFull || err == ErrTooBig {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Push publishes the records AppendRecord wrote and rings if the peer
+// sleeps.
+func (s *Stream) Push() {
+	if s.tx.Publish() {
+		s.ring()
+	}
+}
+
+// Peek copies the next bytes Read would take into b without taking them
+// (Consumer.Peek): the peer may still change them.
+func (s *Stream) Peek(b []byte) (int, error) { return s.rx.Peek(b) }
+
+// Holds reports whether Read would take at least n bytes now; false on a
+// ring the peer broke, which Read then reports.
+func (s *Stream) Holds(n int) bool {
+	ok, err := s.rx.Holds(n)
+	return ok && err == nil
+}
+
 // Pending reports whether bytes wait in the ring to be read.
 func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }
 

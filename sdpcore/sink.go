@@ -1,0 +1,104 @@
+package sdpcore
+
+// The receive sink: over shared memory, a receive that finds nothing
+// queued lets the transport read the payload of large Data messages from
+// the ring straight into the application's buffer (iwarp/sink.go), one
+// copy where the receive chunk made two. The transport's segments then
+// carry payload that already lies where copyOut would put it: the first
+// piece at the start of the buffer, each next one right after the last,
+// which holds as long as every byte queued in this receive came through
+// the sink (sinkOK). copyOut passes over such a piece instead of copying
+// it onto itself, and a piece the receive does not return is copied into
+// memory of the connection's own before the call ends (keepSunk): the
+// application's buffer is its own again then.
+
+// sendSinker is a transport that can read Send payload into a sink.
+type sendSinker interface {
+	// SinkSends sets (place non-nil) or clears the sink: place says where
+	// a message's payload goes, keep is the octets of each message's
+	// start (its BSDH) that do not.
+	SinkSends(place func(head []byte, n int) []byte, keep int)
+	// Sinkable reports whether received messages come over a stream a
+	// sink can read from.
+	Sinkable() bool
+}
+
+// sinkable reports whether the connection's messages come over a stream
+// a sink can read from: then what is not read yet waits there, for a
+// receive to read into its sink, once something is there to report.
+func (c *Conn) sinkable() bool {
+	sk, ok := c.tr.(sendSinker)
+	return ok && c.phase() == stEstablished && !c.closed && sk.Sinkable()
+}
+
+// sinkOpen gives the transport bufs' first buffer as the sink for the
+// receive about to read, where nothing else needs the bytes first; it
+// reports whether it did.
+func (c *Conn) sinkOpen(bufs [][]byte, flags RecvFlags) bool {
+	if flags&RecvPeek != 0 || c.cfg.Buffering == BufSeparate || c.phase() != stEstablished ||
+		c.rdCollect != nil || c.zw != nil || c.zsink != nil || c.urg.mark || c.closed {
+		return false
+	}
+	sk, ok := c.tr.(sendSinker)
+	if !ok || !sk.Sinkable() {
+		return false
+	}
+	if c.sinkPlaceFn == nil {
+		c.sinkPlaceFn = c.sinkPlace // once: a method value allocates
+	}
+	c.sinkBuf, c.sunk = firstBuf(bufs), 0
+	sk.SinkSends(c.sinkPlaceFn, BSDHLen)
+	return true
+}
+
+// sinkClose takes the sink back from the transport.
+func (c *Conn) sinkClose() {
+	c.tr.(sendSinker).SinkSends(nil, 0)
+	c.sinkBuf = nil
+}
+
+// sinking reports whether payload of n octets goes into the sink, at
+// c.sinkBuf[c.sunk:]: while everything this receive queued went there,
+// and it has room.
+func (c *Conn) sinking(n int) bool {
+	return c.sinkBuf != nil && c.rqBytes == c.sunk && len(c.sinkBuf)-c.sunk >= n && !c.closed && !c.urg.rxPres && c.fb == nil
+}
+
+// sinkPlace is the transport's question (iwarp.SinkPlace): where the n
+// payload octets of the FPDU it reads go. A Data message's payload
+// without urgent data goes into the sink, right after what went there
+// before. head is the message's BSDH, nil for a later FPDU of the message
+// being received.
+func (c *Conn) sinkPlace(head []byte, n int) []byte {
+	if !c.sinking(n) {
+		return nil
+	}
+	if head == nil {
+		if !c.inMsg || !c.inData {
+			return nil
+		}
+	} else if h := BSDH(head); len(head) < BSDHLen || c.inMsg || h.MID() != MIDData || h.Flags()&(FlagOOBPres|FlagOOBPend) != 0 {
+		return nil
+	}
+	return c.sinkBuf[c.sunk : c.sunk+n : c.sunk+n]
+}
+
+// sinkCopy puts payload the transport read into its own memory (a short
+// FPDU, the end of a message) into the sink, where copyOut would copy it,
+// so that what follows can still go there.
+func (c *Conn) sinkCopy(payload []byte) []byte {
+	dst := c.sinkBuf[c.sunk : c.sunk+len(payload) : c.sunk+len(payload)]
+	c.stats.UserCopiesRx += uint64(copy(dst, payload))
+	return dst
+}
+
+// keepSunk copies the queued pieces that still lie in the application's
+// buffer into memory of the connection's own.
+func (c *Conn) keepSunk() {
+	for i := c.rqHead; i < len(c.rq); i++ {
+		if p := &c.rq[i]; p.sunk {
+			p.data = append([]byte(nil), p.data...)
+			p.sunk = false
+		}
+	}
+}
