@@ -102,7 +102,7 @@ func (q *QP) sinkFill(quiet bool) (n, lim int, err error, done bool) {
 		// last FPDU is read alone: a large Send may follow it.
 		k, _ := q.peeker.Peek(s.peek[:])
 		switch {
-		case k < hl || q.sinkPayload(s.peek[:]) > 0:
+		case k < hl && s.place != nil || k == hl && q.sinkPayload(s.peek[:]) > 0:
 			return 0, hl, nil, false
 		case DDPHeader(s.peek[ulpduLenLen:]).MO() != 0:
 			if wire, err := q.rx.FrameLen(s.peek[:]); err == nil {
@@ -140,6 +140,22 @@ func (q *QP) sinkFill(quiet bool) (n, lim int, err error, done bool) {
 		return n, 0, err, true
 	}
 	return 0, wire - pending, nil, false // to the FPDU's end: the next one starts a read
+}
+
+// LargeNext reports whether the next FPDU to parse is a large Send's (one
+// a sink would take) whose headers have arrived: over a stream a sink can
+// read from, the FPDU that a receive with a sink would read straight into
+// its buffer.
+func (q *QP) LargeNext() bool {
+	if !q.Sinkable() || q.fault != nil {
+		return false
+	}
+	const hl = ulpduLenLen + DDPUntaggedHeaderLen
+	if q.cur != nil && q.rxw > q.rxr {
+		return q.rxw-q.rxr >= hl && q.sinkPayload(q.cur.buf[q.rxr:q.rxw]) > 0
+	}
+	k, _ := q.peeker.Peek(q.sink.peek[:])
+	return k == hl && q.sinkPayload(q.sink.peek[:]) > 0
 }
 
 // Sinkable reports whether FPDUs arrive over a stream a sink can read

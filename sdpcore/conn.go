@@ -477,10 +477,8 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 		if c.rqBytes >= c.rxMax() {
 			break // a reader that falls behind leaves the rest to TCP's window
 		}
-		if c.rqBytes > 0 && c.rxLazy && c.sinkBuf == nil && c.sinkable() || c.sinkBuf != nil && c.rqBytes >= len(c.sinkBuf) {
-			// Readable, or the receive is full: what follows waits in the
-			// ring for the next receive's sink (sink.go).
-			break
+		if c.leaveRest() {
+			break // the next receive's sink takes the rest from the ring (sink.go)
 		}
 		// After a read that emptied the socket the next one would only say
 		// EAGAIN; a quiet caller need not even make the first (FillQuiet).

@@ -21,14 +21,23 @@ type sendSinker interface {
 	// Sinkable reports whether received messages come over a stream a
 	// sink can read from.
 	Sinkable() bool
+	// LargeNext reports whether the next message part to read is a large
+	// Send a sink would take.
+	LargeNext() bool
 }
 
-// sinkable reports whether the connection's messages come over a stream
-// a sink can read from: then what is not read yet waits there, for a
-// receive to read into its sink, once something is there to report.
-func (c *Conn) sinkable() bool {
+// leaveRest says whether progress may stop reading with what it has
+// queued: a blocking receive's wait once there is something to read, a
+// receive once its buffer is full, and only in front of a large Send,
+// which the next receive's sink can then take. What else comes (urgent
+// data, the end, credits) is read as it arrives, as before.
+func (c *Conn) leaveRest() bool {
+	full := c.sinkBuf != nil && c.rqBytes >= len(c.sinkBuf)
+	if !full && !(c.rxLazy && c.rqBytes > 0 && c.sinkBuf == nil) {
+		return false
+	}
 	sk, ok := c.tr.(sendSinker)
-	return ok && c.phase() == stEstablished && !c.closed && sk.Sinkable()
+	return ok && c.phase() == stEstablished && !c.closed && sk.LargeNext()
 }
 
 // sinkOpen gives the transport bufs' first buffer as the sink for the
