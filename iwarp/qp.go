@@ -31,7 +31,7 @@ import (
 type QP struct {
 	fd       int
 	stream   ByteStream   // carries the FPDUs instead of fd (stream.go)
-	peeker   PeekStream   // stream, when it can peek (sink.go)
+	holder   HoldStream   // stream, when it says what it holds (sink.go)
 	recorder RecordStream // stream, when it takes records (streamtx.go)
 	dhdr     [ulpduLenLen + DDPUntaggedHeaderLen]byte
 	txDirect uint64
@@ -915,6 +915,7 @@ func (q *QP) NextSegment() (Segment, error) {
 		if err := q.checkUntagged(&seg); err != nil {
 			return Segment{}, q.setFault(err, ulpdu)
 		}
+		q.sink.large = len(seg.Payload) >= sinkMin // (sink.go)
 		if q.rtrSeg && seg.Opcode() == OpSend {
 			continue // the zero-length Send RTR: sequenced, not delivered
 		}

@@ -26,10 +26,9 @@ import "encoding/binary"
 // it the copy saved costs less than the extra reads of the stream.
 const sinkMin = 4 << 10
 
-// PeekStream is a stream that can show its next octets without taking
-// them and say how many it holds (shm.Stream).
-type PeekStream interface {
-	Peek(b []byte) (int, error)
+// HoldStream is a stream that can say how many octets it holds
+// (shm.Stream).
+type HoldStream interface {
 	Holds(n int) bool
 }
 
@@ -48,7 +47,7 @@ type sink struct {
 	ready  []Segment // segments read for the sink, NextSegment's first
 	next   int
 	trail  [8]byte // PAD and CRC field of a sunk FPDU
-	peek   [ulpduLenLen + DDPUntaggedHeaderLen]byte
+	large  bool    // the last FPDU parsed or begun was a large Send's
 	placed uint64
 }
 
@@ -82,159 +81,143 @@ func (q *QP) nextSunk() (Segment, bool) {
 	return seg, true
 }
 
-// sinkFill is fillStream's part over a stream that can peek, without
-// markers and CRC: done when it has read (or failed) itself; otherwise
-// lim bounds fillStream's read (0: no bound). A large Send is read apart
-// from what comes before and after it, its headers first: with a sink set
-// its payload goes there; without, the receive that comes next finds
-// most of it still in the stream (Sinkable) and can give a sink.
+// sinkFill is fillStream's part over a stream that says what it holds,
+// without markers and CRC: done when it has read (or failed) itself;
+// otherwise lim bounds fillStream's read (0: no bound). After a large Send
+// a read at an FPDU's start takes a small window (the next FPDU's headers
+// and a little payload), and a read inside a large Send stops at its end:
+// so a large Send's headers arrive in the chunk with most of its payload
+// still in the stream, where a sink takes it (sinkRead) and, without one,
+// the next receive's can (LargeNext). Small messages are read as before,
+// as many as the chunk takes.
 func (q *QP) sinkFill(quiet bool) (n, lim int, err error, done bool) {
 	s := &q.sink
-	if q.peeker == nil || q.fault != nil || q.expectRTR != 0 || q.rx.markers || q.rx.crc || q.cur == nil {
+	if q.holder == nil || q.fault != nil || q.expectRTR != 0 || q.rx.markers || q.rx.crc || q.cur == nil {
 		return 0, 0, nil, false
 	}
 	const hl = ulpduLenLen + DDPUntaggedHeaderLen
 	pending := q.rxw - q.rxr
-	if pending == 0 {
-		// At an FPDU's start: a large Send's read takes its headers only,
-		// and so does a read of a stream that holds less than headers
-		// when looked at (it may hold more when read). A message's short
-		// last FPDU is read alone: a large Send may follow it.
-		k, _ := q.peeker.Peek(s.peek[:])
-		switch {
-		case k < hl && s.place != nil || k == hl && q.sinkPayload(s.peek[:]) > 0:
-			return 0, hl, nil, false
-		case DDPHeader(s.peek[ulpduLenLen:]).MO() != 0:
-			if wire, err := q.rx.FrameLen(s.peek[:]); err == nil {
-				return 0, wire, nil, false
-			}
+	if pending < hl+s.keep0 {
+		if s.large {
+			return 0, sinkWindow, nil, false
 		}
 		return 0, 0, nil, false
 	}
 	buf := q.cur.buf[q.rxr:q.rxw]
-	if pending < hl {
+	pay, wire := q.sinkPayload(buf)
+	if pay == 0 || wire <= pending {
 		return 0, 0, nil, false
 	}
-	pay := q.sinkPayload(buf)
-	if pay == 0 {
-		return 0, 0, nil, false
+	s.large = true
+	keep := 0
+	if DDPHeader(buf[ulpduLenLen:]).MO() == 0 {
+		keep = s.keep
 	}
-	wire, err := q.rx.FrameLen(buf)
-	if err != nil || wire <= pending {
-		return 0, 0, nil, false
-	}
-	// A message's later FPDUs are asked about here, its first once the
-	// ULP's header is in (sinkRead).
-	if pending == hl && s.place != nil && len(q.cur.buf)-q.rxw >= s.keep && q.peeker.Holds(wire-hl) {
-		var dst []byte
-		if mo := DDPHeader(buf[ulpduLenLen:]).MO(); mo != 0 || s.keep == 0 {
-			var head []byte
-			if mo == 0 {
-				head = buf[:0]
-			}
-			if dst = s.place(head, pay); len(dst) != pay {
-				return 0, wire - pending, nil, false
-			}
+	if have := pending - hl - keep; s.place != nil && have >= 0 && have < pay && q.holder.Holds(wire-pending) {
+		var head []byte
+		if keep > 0 || DDPHeader(buf[ulpduLenLen:]).MO() == 0 {
+			head = buf[hl : hl+keep : hl+keep]
 		}
-		n, err := q.sinkRead(buf, wire, pay, dst, quiet)
-		return n, 0, err, true
+		if dst := s.place(head, pay); len(dst) == pay {
+			n, err := q.sinkRead(buf, wire, keep, dst, quiet)
+			return n, 0, err, true
+		}
 	}
 	return 0, wire - pending, nil, false // to the FPDU's end: the next one starts a read
 }
 
-// LargeNext reports whether the next FPDU to parse is a large Send's (one
-// a sink would take) whose headers have arrived: over a stream a sink can
-// read from, the FPDU that a receive with a sink would read straight into
-// its buffer.
+// sinkWindow is the read at an FPDU's start after a large Send: its
+// headers and BSDH with room to spare, and the little payload that then
+// takes the chunk on its way.
+const sinkWindow = 256
+
+// LargeNext reports whether the chunk holds the start of a large Send (one
+// a sink would take) whose rest is still to be read: over a stream a sink
+// can read from, what a receive with a sink would read straight into its
+// buffer.
 func (q *QP) LargeNext() bool {
-	if !q.Sinkable() || q.fault != nil {
+	if !q.Sinkable() || q.fault != nil || q.cur == nil {
 		return false
 	}
-	const hl = ulpduLenLen + DDPUntaggedHeaderLen
-	if q.cur != nil && q.rxw > q.rxr {
-		return q.rxw-q.rxr >= hl && q.sinkPayload(q.cur.buf[q.rxr:q.rxw]) > 0
-	}
-	k, _ := q.peeker.Peek(q.sink.peek[:])
-	return k == hl && q.sinkPayload(q.sink.peek[:]) > 0
+	pay, wire := q.sinkPayload(q.cur.buf[q.rxr:q.rxw])
+	return pay > 0 && wire > q.rxw-q.rxr
 }
 
 // Sinkable reports whether FPDUs arrive over a stream a sink can read
 // from (SinkSends).
 func (q *QP) Sinkable() bool {
-	return q.peeker != nil && q.streaming() && !q.rx.markers && !q.rx.crc
+	return q.holder != nil && q.streaming() && !q.rx.markers && !q.rx.crc
 }
 
-// sinkPayload is the part of the FPDU whose headers h holds that a sink
+// sinkPayload is the part of the FPDU whose headers start h that a sink
 // would take: the payload of a Send on the Send queue, less the ULP's
-// header at MO 0, if at least sinkMin; else 0.
-func (q *QP) sinkPayload(h []byte) int {
+// header at MO 0, if at least sinkMin; else 0. wire is the FPDU's length.
+func (q *QP) sinkPayload(h []byte) (pay, wire int) {
+	const hl = ulpduLenLen + DDPUntaggedHeaderLen
+	if len(h) < hl {
+		return 0, 0
+	}
 	ulen := int(binary.BigEndian.Uint16(h))
 	ddp := DDPHeader(h[ulpduLenLen:])
 	if ulen > q.rx.maxULPDU || ddp.Tagged() || ddp.QN() != QNSend || (ddp.Opcode() != OpSend && ddp.Opcode() != OpSendSE) {
-		return 0
+		return 0, 0
 	}
-	pay := ulen - DDPUntaggedHeaderLen
+	pay = ulen - DDPUntaggedHeaderLen
 	if ddp.MO() == 0 {
 		pay -= q.sink.keep0
 	}
 	if pay < sinkMin {
-		return 0
+		return 0, 0
 	}
-	return pay
+	_, _, wire = q.rx.layout(ulen)
+	return pay, wire
 }
 
-// sinkRead reads the rest of the FPDU whose headers the chunk holds (hdr,
-// wire octets in all, pay of them for the sink: dst, or where the sink
-// places them once the ULP's header is in), which the stream holds whole.
-func (q *QP) sinkRead(hdr []byte, wire, pay int, dst []byte, quiet bool) (int, error) {
+// sinkRead reads the rest of the large Send whose start the chunk holds
+// (buf: its headers, keep octets of the ULP's header and the first of its
+// payload; wire octets in all) into dst, the payload's place, which the
+// stream holds whole: the payload octets in the chunk are copied there
+// first, the rest read there, the PAD and CRC field aside.
+func (q *QP) sinkRead(buf []byte, wire, keep int, dst []byte, quiet bool) (int, error) {
+	const hl = ulpduLenLen + DDPUntaggedHeaderLen
 	s := &q.sink
-	seg, err := ParseDDPSegment(hdr[ulpduLenLen:])
+	seg, err := ParseDDPSegment(buf[ulpduLenLen:hl])
 	if err != nil {
-		return 0, q.setFault(err, hdr[ulpduLenLen:])
+		return 0, q.setFault(err, buf[ulpduLenLen:hl])
 	}
-	keep := 0
-	if seg.MO == 0 {
-		keep = s.keep
+	have := copy(dst, buf[hl+keep:])
+	short := func(got int) error {
+		return q.setFault(ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic,
+			"stream held %d octets of an FPDU of %d it said it held whole", len(buf)+got, wire), buf[ulpduLenLen:hl])
 	}
-	head := q.cur.buf[q.rxw : q.rxw+keep]
-	if dst == nil {
-		k, err := q.readStream(head, quiet)
-		q.rxw += k
-		if k < keep {
-			return k, err // the stream changed under Holds: the chunk takes the rest
-		}
-		if dst = s.place(head, pay); len(dst) != pay {
-			return k, nil
-		}
+	k, _ := q.readStream(dst[have:], quiet)
+	if k < len(dst)-have {
+		return k, short(k)
 	}
-	trail := s.trail[:wire-len(hdr)-keep-pay]
-	if k, _ := q.readStream(dst, quiet); k < pay {
-		return keep + k, q.setFault(ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic,
-			"stream held %d octets of an FPDU it said it held whole", len(hdr)+keep+k), hdr[ulpduLenLen:])
-	}
-	if k, _ := q.readStream(trail, quiet); k < len(trail) {
-		return keep + pay + k, q.setFault(ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic,
-			"stream held %d octets of an FPDU it said it held whole", len(hdr)+keep+pay+k), hdr[ulpduLenLen:])
+	trail := s.trail[:wire-hl-keep-len(dst)]
+	if t, _ := q.readStream(trail, quiet); t < len(trail) {
+		return k + t, short(k + t)
 	}
 	d := q.rx
 	d.pos += uint64(wire)
 	d.stats.FPDUs++
 	d.stats.Bytes += uint64(wire)
-	q.rxr = q.rxw
-	if err := q.checkUntaggedLen(&seg, keep+pay); err != nil {
-		return wire - len(hdr), q.setFault(err, hdr[ulpduLenLen:])
+	head := buf[hl : hl+keep : hl+keep]
+	q.rxr = q.rxw // the chunk's octets of this FPDU are taken
+	if err := q.checkUntaggedLen(&seg, keep+len(dst)); err != nil {
+		return k + len(trail), q.setFault(err, buf[ulpduLenLen:hl])
 	}
 	if keep > 0 {
 		first := seg
 		first.Last = false
-		first.Payload = head[:keep:keep]
+		first.Payload = head
 		q.cur.refs++
 		s.ready = append(s.ready, Segment{DDPSegment: first, chunk: q.cur})
 	}
 	seg.MO += uint32(keep)
 	seg.Payload = dst
 	s.ready = append(s.ready, Segment{DDPSegment: seg, sunk: true})
-	s.placed += uint64(pay)
+	s.placed += uint64(len(dst) - have)
 	q.drained = false
-	return wire - len(hdr), nil
+	return k + len(trail), nil
 }

@@ -25,7 +25,7 @@ type ByteStream interface {
 // and what the socket holds after the peer's MPA frame is not the QP's.
 func (q *QP) UseStream(s ByteStream) {
 	q.stream = s
-	q.peeker, _ = s.(PeekStream)
+	q.holder, _ = s.(HoldStream)
 	q.recorder, _ = s.(RecordStream)
 }
 
@@ -197,7 +197,7 @@ func (q *QP) readStream(b []byte, quiet bool) (int, error) {
 func (q *QP) fillStream(quiet bool) (int, error) {
 	q.ensureRoom(q.minRead())
 	room := q.cur.buf[q.rxw:]
-	if q.peeker != nil {
+	if q.holder != nil {
 		n, lim, err, done := q.sinkFill(quiet)
 		if done {
 			return q.streamRead(n, err)

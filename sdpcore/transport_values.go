@@ -45,10 +45,10 @@ type Segment struct {
 	Kind    SegmentKind
 	Op      uint8  // the transport's own code for the message, for RejectSegment
 	Last    bool   // the message's last segment
+	Sunk    bool   // Payload lies in the receive sink (sink.go)
 	Offset  uint32 // of Payload in its message
 	Payload []byte
 	Buf     RxBuffer // what Payload lies in; nil once released
-	Sunk    bool     // Payload lies in the receive sink (sink.go)
 }
 
 // RxBuffer is transport memory that received payload lies in: the

@@ -72,33 +72,6 @@ func (c *Consumer) begin() (bool, error) {
 	return true, nil
 }
 
-// Peek copies the next bytes Read would take into b without taking them,
-// and returns how many there were (0 when the ring is empty). The peer may
-// change them before Read: a caller decides nothing from peeked bytes that
-// it does not check again on what Read gives.
-func (c *Consumer) Peek(b []byte) (int, error) {
-	n := 0
-	at, left, next := c.at, c.left, c.end
-	if left == 0 {
-		next = c.tail
-	}
-	for n < len(b) {
-		if left == 0 {
-			hdr, end, err := c.headerAt(next)
-			if err != nil || end == 0 {
-				return n, err
-			}
-			at, left, next = next+recHeader, hdr, end
-			continue
-		}
-		k := copy(b[n:min(len(b), n+int(left))], c.r.data[at&c.r.mask:])
-		n += k
-		at += uint64(k)
-		left -= uint64(k)
-	}
-	return n, nil
-}
-
 // Holds reports whether Read would take at least n bytes now.
 func (c *Consumer) Holds(n int) (bool, error) {
 	got := c.left

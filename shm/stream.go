@@ -250,10 +250,6 @@ func (s *Stream) Push() {
 	}
 }
 
-// Peek copies the next bytes Read would take into b without taking them
-// (Consumer.Peek): the peer may still change them.
-func (s *Stream) Peek(b []byte) (int, error) { return s.rx.Peek(b) }
-
 // Holds reports whether Read would take at least n bytes now; false on a
 // ring the peer broke, which Read then reports.
 func (s *Stream) Holds(n int) bool {

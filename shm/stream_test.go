@@ -47,17 +47,16 @@ func TestByteStream(t *testing.T) {
 	require.True(t, bytes.Equal(want, got))
 }
 
-// TestPeekHolds: Peek shows what Read takes next, across record
-// boundaries, the ring's end and a record Read has begun, without taking
-// it; Holds counts the same bytes.
-func TestPeekHolds(t *testing.T) {
+// TestHolds: Holds counts what Read takes next, across record boundaries,
+// the ring's end and a record Read has begun, and never more than was
+// published.
+func TestHolds(t *testing.T) {
 	p := newPair(t, MinData)
 	rng := rand.New(rand.NewSource(2))
 	want := make([]byte, 256<<10)
 	rng.Read(want)
 	var got []byte
 	sent := 0
-	peek := make([]byte, 3*MinData)
 	for i := 0; len(got) < len(want); i++ {
 		require.Less(t, i, 1<<20, "no progress: sent %d, got %d", sent, len(got))
 		if sent < len(want) {
@@ -69,17 +68,13 @@ func TestPeekHolds(t *testing.T) {
 			sent += k
 			p.mp.Publish()
 		}
-		k, err := p.pc.Peek(peek[:1+rng.Intn(len(peek))])
+		unread := sent - len(got)
+		ok, err := p.pc.Holds(unread)
 		require.NoError(t, err)
-		require.Equal(t, want[len(got):len(got)+k], peek[:k], "peek at %d", len(got))
-		ok, err := p.pc.Holds(k)
+		require.True(t, ok, "holds the %d bytes published and unread", unread)
+		ok, err = p.pc.Holds(unread + 1)
 		require.NoError(t, err)
-		require.True(t, ok, "holds the %d bytes it showed", k)
-		if k < len(peek) {
-			ok, err = p.pc.Holds(sent - len(got) + 1)
-			require.NoError(t, err)
-			require.False(t, ok, "holds more than was published")
-		}
+		require.False(t, ok, "holds more than was published")
 		buf := make([]byte, 1+rng.Intn(MinData))
 		n, err := p.pc.Read(buf)
 		if err != ErrEmpty {
@@ -91,16 +86,14 @@ func TestPeekHolds(t *testing.T) {
 	require.True(t, bytes.Equal(want, got))
 }
 
-// TestPeekCorrupt: a record header past what was published fails Peek
-// and Holds as it fails Read.
-func TestPeekCorrupt(t *testing.T) {
+// TestHoldsCorrupt: a record header past what was published fails Holds
+// as it fails Read.
+func TestHoldsCorrupt(t *testing.T) {
 	p := newPair(t, MinData)
 	_, err := p.mp.Write([]byte("hello"))
 	require.NoError(t, err)
 	p.mp.Publish()
 	p.peer.ring(0)[ControlSize] = 0xff
-	_, err = p.pc.Peek(make([]byte, 16))
-	require.ErrorIs(t, err, ErrCorrupt)
 	_, err = p.pc.Holds(1)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
