@@ -62,7 +62,7 @@ type Stats struct {
 	BCopySends             uint64 // Data messages (credit, transport) or ring writes (rdma, nic) sent
 	CoalescedSends         uint64 // sends merged into data already queued (held, appended, corked)
 	RingAcks               uint64 // rdma/nic: Immediate Data sent only to return ring space
-	DirectPlacedRx         uint64 // ring or ZCopy bytes the transport read from the socket straight into place
+	DirectPlacedRx         uint64 // ring or ZCopy bytes the transport read from the socket (or shared memory's ring) straight into place
 	ZCopyReadSends         uint64 // SrcAvail offers made (Read ZCopy)
 	ZCopyCancels           uint64 // of them, cancelled because the sink did not read
 	ZCopyTx, ZCopyRx       uint64 // payload bytes moved by RDMA Read or Write instead of buffer copy
@@ -154,7 +154,8 @@ type Conn struct {
 	// receive, copies copyOut found already made, and the check the
 	// transport asks.
 	sunk, sunkOut int
-	rxLazy        bool // progress for a blocking receive's wait: readable is enough (sink.go)
+	sinkSeen      uint64 // the transport's SinkPlaced when last looked at
+	rxLazy        bool   // progress for a blocking receive's wait: readable is enough (sink.go)
 	sinkBuf       []byte
 	sinkPlaceFn   func(head []byte, n int) []byte
 	rxOut         uint64 // bytes the application has read (or skipped), all time

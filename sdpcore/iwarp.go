@@ -215,10 +215,11 @@ func (t *qpTransport) Buffered() int { return t.qp().Buffered() }
 func (t *qpTransport) SinkSends(place func(head []byte, n int) []byte, keep int) {
 	t.qp().SinkSends(place, keep)
 }
-func (t *qpTransport) Sinkable() bool  { return t.qp().Sinkable() }
-func (t *qpTransport) LargeNext() bool { return t.qp().LargeNext() }
-func (t *qpTransport) Drained() bool   { return t.qp().Drained() }
-func (t *qpTransport) Rest()           { t.qp().Rest() }
+func (t *qpTransport) Sinkable() bool     { return t.qp().Sinkable() }
+func (t *qpTransport) LargeNext() bool    { return t.qp().LargeNext() }
+func (t *qpTransport) SinkPlaced() uint64 { return t.qp().SinkPlaced() }
+func (t *qpTransport) Drained() bool      { return t.qp().Drained() }
+func (t *qpTransport) Rest()              { t.qp().Rest() }
 
 func (t *qpTransport) PollCompletions(dst []Completion) []Completion {
 	var buf [4]iwarp.Completion // SDP has one Read outstanding at most

@@ -24,6 +24,8 @@ type sendSinker interface {
 	// LargeNext reports whether the next message part to read is a large
 	// Send a sink would take.
 	LargeNext() bool
+	// SinkPlaced counts the payload octets read straight into sinks.
+	SinkPlaced() uint64
 }
 
 // leaveRest says whether progress may stop reading with what it has
@@ -62,8 +64,13 @@ func (c *Conn) sinkOpen(bufs [][]byte, flags RecvFlags) bool {
 
 // sinkClose takes the sink back from the transport.
 func (c *Conn) sinkClose() {
-	c.tr.(sendSinker).SinkSends(nil, 0)
+	sk := c.tr.(sendSinker)
+	sk.SinkSends(nil, 0)
 	c.sinkBuf = nil
+	if placed := sk.SinkPlaced(); placed != c.sinkSeen {
+		c.stats.DirectPlacedRx += placed - c.sinkSeen
+		c.sinkSeen = placed
+	}
 }
 
 // sinking reports whether payload of n octets goes into the sink, at

@@ -37,6 +37,7 @@ func TestSinkOneCopy(t *testing.T) {
 	s := a.Stats()
 	require.EqualValues(t, len(want), s.PayloadRx-before.PayloadRx)
 	require.Less(t, s.UserCopiesRx-before.UserCopiesRx, uint64(4<<10), "payload copied out of the receive chunk")
+	require.Greater(t, s.DirectPlacedRx-before.DirectPlacedRx, uint64(len(want)*3/4), "read from the ring straight into place")
 	// The sender framed them straight into the ring, too.
 	require.Greater(t, p.tr.(*qpTransport).qp().TxDirect(), uint64(len(want)*3/4))
 }

@@ -32,7 +32,7 @@ var LineFields = []Field{
 	{Name: "bcopy_sends", Meaning: "Data messages (credit, transport) or ring writes (rdma, nic) sent"},
 	{Name: "coalesced_sends", Meaning: "sends merged into data already queued (held, appended, corked)"},
 	{Name: "ring_acks", Meaning: "rdma/nic messages sent only to return ring space"},
-	{Name: "direct_placed_rx", Meaning: "ring or ZCopy bytes read from the socket straight into place"},
+	{Name: "direct_placed_rx", Meaning: "ring or ZCopy bytes read from the socket, and shared-memory bytes read from the ring, straight into place"},
 	{Name: "zcopy_read_sends", Meaning: "SrcAvail offers made (Read ZCopy)"},
 	{Name: "zcopy_cancels", Meaning: "SrcAvail offers withdrawn because the sink did not read"},
 	{Name: "zcopy_tx", Meaning: "payload bytes sent by RDMA Read or Write instead of buffer copy"},
