@@ -280,6 +280,36 @@ type segHeader struct {
 	to           uint64
 }
 
+// encode writes into dst the DDP header of the segment of h at payload
+// offset mo.
+func (h *segHeader) encode(dst []byte, last bool, mo int) {
+	if h.tagged {
+		EncodeTaggedHeader(dst, last, h.ctrl, h.stag, h.to+uint64(mo))
+	} else {
+		EncodeUntaggedHeader(dst, last, h.ctrl, h.inv, h.qn, h.msn, uint32(mo))
+	}
+}
+
+// appendParts appends to seg the next n payload octets of parts, from
+// parts[pi][po:] on, and returns seg and the position after them.
+func appendParts(seg, parts [][]byte, pi, po, n int) ([][]byte, int, int) {
+	for n > 0 {
+		p := parts[pi][po:]
+		if len(p) > n {
+			p = p[:n]
+		}
+		if len(p) > 0 {
+			seg = append(seg, p)
+		}
+		n -= len(p)
+		po += len(p)
+		if po == len(parts[pi]) {
+			pi, po = pi+1, 0
+		}
+	}
+	return seg, pi, po
+}
+
 // post cuts one message into DDP segments that fit the MULPDU and frames
 // each into the transmit buffer. A zero-length message is one segment.
 func (q *QP) post(h segHeader, parts [][]byte) {
@@ -299,26 +329,9 @@ func (q *QP) post(h segHeader, parts [][]byte) {
 	for {
 		n := min(total-mo, q.segmentFit()-hl)
 		last := mo+n == total
-		if h.tagged {
-			EncodeTaggedHeader(q.hdr[:], last, h.ctrl, h.stag, h.to+uint64(mo))
-		} else {
-			EncodeUntaggedHeader(q.hdr[:], last, h.ctrl, h.inv, h.qn, h.msn, uint32(mo))
-		}
-		seg := append(q.scratch[:0], q.hdr[:hl])
-		for need := n; need > 0; {
-			p := parts[pi][po:]
-			if len(p) > need {
-				p = p[:need]
-			}
-			if len(p) > 0 {
-				seg = append(seg, p)
-			}
-			need -= len(p)
-			po += len(p)
-			if po == len(parts[pi]) {
-				pi, po = pi+1, 0
-			}
-		}
+		h.encode(q.hdr[:], last, mo)
+		var seg [][]byte
+		seg, pi, po = appendParts(append(q.scratch[:0], q.hdr[:hl]), parts, pi, po, n)
 		q.txbuf = q.tx.AppendFPDU(q.txbuf, seg...)
 		q.txEnds = append(q.txEnds, len(q.txbuf))
 		for i := range seg {

@@ -43,7 +43,6 @@ type SinkPlace func(head []byte, n int) []byte
 type sink struct {
 	place  SinkPlace
 	keep   int
-	keep0  int       // keep of the last sink set: a large Send's size without one
 	ready  []Segment // segments read for the sink, NextSegment's first
 	next   int
 	trail  [8]byte // PAD and CRC field of a sunk FPDU
@@ -55,9 +54,9 @@ type sink struct {
 // of large Sends on the Send queue, the first keep octets of each message
 // excepted, goes where place says.
 func (q *QP) SinkSends(place SinkPlace, keep int) {
-	q.sink.place, q.sink.keep = place, keep
+	q.sink.place = place
 	if place != nil {
-		q.sink.keep0 = keep
+		q.sink.keep = keep // kept after: what a large Send is without a sink
 	}
 }
 
@@ -97,7 +96,7 @@ func (q *QP) sinkFill(quiet bool) (n, lim int, err error, done bool) {
 	}
 	const hl = ulpduLenLen + DDPUntaggedHeaderLen
 	pending := q.rxw - q.rxr
-	if pending < hl+s.keep0 {
+	if pending < hl+s.keep {
 		if s.large {
 			return 0, sinkWindow, nil, false
 		}
@@ -110,14 +109,12 @@ func (q *QP) sinkFill(quiet bool) (n, lim int, err error, done bool) {
 	}
 	s.large = true
 	keep := 0
+	var head []byte // the ULP's header: only a message's first FPDU has one
 	if DDPHeader(buf[ulpduLenLen:]).MO() == 0 {
 		keep = s.keep
+		head = buf[hl : hl+keep : hl+keep]
 	}
 	if have := pending - hl - keep; s.place != nil && have >= 0 && have < pay && q.holder.Holds(wire-pending) {
-		var head []byte
-		if keep > 0 || DDPHeader(buf[ulpduLenLen:]).MO() == 0 {
-			head = buf[hl : hl+keep : hl+keep]
-		}
 		if dst := s.place(head, pay); len(dst) == pay {
 			n, err := q.sinkRead(buf, wire, keep, dst, quiet)
 			return n, 0, err, true
@@ -164,7 +161,7 @@ func (q *QP) sinkPayload(h []byte) (pay, wire int) {
 	}
 	pay = ulen - DDPUntaggedHeaderLen
 	if ddp.MO() == 0 {
-		pay -= q.sink.keep0
+		pay -= q.sink.keep
 	}
 	if pay < sinkMin {
 		return 0, 0

@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peekStream is pipeStream that can say what it holds, take records,
+// holdStream is pipeStream that can say what it holds, take records,
 // and lie: short makes Holds say yes to what is not there.
-type peekStream struct {
+type holdStream struct {
 	pipeStream
 	most   int           // octets that arrive per read, if not 0
 	more   *bytes.Buffer // what has not arrived yet
@@ -21,12 +21,12 @@ type peekStream struct {
 	pushes int
 }
 
-func (s *peekStream) Holds(n int) bool { return s.short || s.in.Len() >= n }
+func (s *holdStream) Holds(n int) bool { return s.short || s.in.Len() >= n }
 
 // Read takes what has arrived: with most set, each read first lets most
 // more octets of later (held back in more) arrive, as a ring fills while
 // its reader reads.
-func (s *peekStream) Read(b []byte) (int, error) {
+func (s *holdStream) Read(b []byte) (int, error) {
 	if s.most > 0 {
 		if s.more == nil {
 			s.more = bytes.NewBuffer(s.in.Next(s.in.Len()))
@@ -36,7 +36,7 @@ func (s *peekStream) Read(b []byte) (int, error) {
 	return s.pipeStream.Read(b)
 }
 
-func (s *peekStream) AppendRecord(parts ...[]byte) (bool, error) {
+func (s *holdStream) AppendRecord(parts ...[]byte) (bool, error) {
 	n := 0
 	for _, p := range parts {
 		n += len(p)
@@ -53,7 +53,7 @@ func (s *peekStream) AppendRecord(parts ...[]byte) (bool, error) {
 	return true, nil
 }
 
-func (s *peekStream) Push() {
+func (s *holdStream) Push() {
 	s.out.Write(s.staged)
 	s.staged = s.staged[:0]
 	s.pushes++
@@ -93,7 +93,7 @@ func TestPostDirectSameOctets(t *testing.T) {
 	plain := &pipeStream{in: new(bytes.Buffer), out: new(bytes.Buffer)}
 	frame(plain)
 	for _, room := range []int{-1, 100 << 10, 0} {
-		ps := &peekStream{pipeStream: pipeStream{in: new(bytes.Buffer), out: new(bytes.Buffer)}, room: room}
+		ps := &holdStream{pipeStream: pipeStream{in: new(bytes.Buffer), out: new(bytes.Buffer)}, room: room}
 		frame(ps)
 		require.True(t, bytes.Equal(plain.out.Bytes(), ps.out.Bytes()), "room %d: the octets differ", room)
 		if room != 0 {
@@ -122,7 +122,7 @@ func TestSinkSends(t *testing.T) {
 	}
 	require.NoError(t, qs.Flush())
 
-	rx := &peekStream{pipeStream: pipeStream{in: tx.out, out: new(bytes.Buffer)}, most: 50000}
+	rx := &holdStream{pipeStream: pipeStream{in: tx.out, out: new(bytes.Buffer)}, most: 50000}
 	q := streamQP(t, rx)
 	sink := make([]byte, 1<<20)
 	used, asked := 0, 0
@@ -176,7 +176,7 @@ func TestSinkStreamShort(t *testing.T) {
 	require.NoError(t, qs.Flush())
 	wire := tx.out.Bytes()
 	cut := bytes.NewBuffer(append([]byte(nil), wire[:len(wire)/2]...))
-	rx := &peekStream{pipeStream: pipeStream{in: cut, out: new(bytes.Buffer)}, short: true}
+	rx := &holdStream{pipeStream: pipeStream{in: cut, out: new(bytes.Buffer)}, short: true}
 	q := streamQP(t, rx)
 	sink := make([]byte, 64<<10)
 	q.SinkSends(func(head []byte, n int) []byte { return sink[:n:n] }, 16)
@@ -211,7 +211,7 @@ func FuzzSink(f *testing.F) {
 	f.Add(tx.out.Bytes()[:5000], uint16(100), true)
 	f.Fuzz(func(t *testing.T, wire []byte, cut uint16, short bool) {
 		in := bytes.NewBuffer(append([]byte(nil), wire...))
-		rx := &peekStream{pipeStream: pipeStream{in: in, out: new(bytes.Buffer)}, short: short}
+		rx := &holdStream{pipeStream: pipeStream{in: in, out: new(bytes.Buffer)}, short: short}
 		q := streamQP(t, rx)
 		sink := make([]byte, 128<<10)
 		guard := sink[len(sink)-1024:]

@@ -36,28 +36,9 @@ func (q *QP) postDirect(h segHeader, parts [][]byte, total, hl int) (mo, pi, po 
 		n := min(total-mo, q.segmentFit()-hl)
 		last := mo+n == total
 		ulen := hl + n
-		if h.tagged {
-			EncodeTaggedHeader(q.dhdr[ulpduLenLen:], last, h.ctrl, h.stag, h.to+uint64(mo))
-		} else {
-			EncodeUntaggedHeader(q.dhdr[ulpduLenLen:], last, h.ctrl, h.inv, h.qn, h.msn, uint32(mo))
-		}
+		h.encode(q.dhdr[ulpduLenLen:], last, mo)
 		q.dhdr[0], q.dhdr[1] = byte(ulen>>8), byte(ulen)
-		seg := append(q.scratch[:0], q.dhdr[:ulpduLenLen+hl])
-		npi, npo := pi, po
-		for need := n; need > 0; {
-			p := parts[npi][npo:]
-			if len(p) > need {
-				p = p[:need]
-			}
-			if len(p) > 0 {
-				seg = append(seg, p)
-			}
-			need -= len(p)
-			npo += len(p)
-			if npo == len(parts[npi]) {
-				npi, npo = npi+1, 0
-			}
-		}
+		seg, npi, npo := appendParts(append(q.scratch[:0], q.dhdr[:ulpduLenLen+hl]), parts, pi, po, n)
 		seg = append(seg, crcZero[:padLen(ulen)+crcLen])
 		ok, err := q.recorder.AppendRecord(seg...)
 		clear(seg)
