@@ -2,6 +2,7 @@ package iwarp
 
 import (
 	"io"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +39,10 @@ type StreamChoice interface {
 	// socket fd holds: the stream, nil for the socket itself, unix.EAGAIN
 	// while nothing says yet; any other error fails the QP.
 	Choose(fd int) (ByteStream, error)
+	// Withdraw keeps the peer from taking the stream from now on, and
+	// reports whether it could: false when the peer had begun to take it,
+	// so that its answer is on its way.
+	Withdraw() bool
 }
 
 // OfferStream makes the QP's FPDUs wait, from StartFullOperation on, for
@@ -56,9 +61,13 @@ func (q *QP) Choosing() bool { return q.choosing() }
 
 // Decline withdraws an offer the peer has not answered yet: the held
 // FPDUs go over the socket after all. For a side that must send now (an
-// abortive close, an exiting process): a peer that sees them after its MPA frame does not take
-// the stream, and one that took it already reads them where it expects
-// doorbells, which fails that connection (shm.Stream's drain).
+// abortive close, an exiting process). The offer's Withdraw decides with
+// the peer: one that had begun to take the stream rings for it at once,
+// and Decline waits for that answer (up to declineWait) and follows it;
+// one that had not can no longer take it and sees the held FPDUs after its
+// MPA frame. Only a peer silent for declineWait after it began finds them
+// where it expects doorbells, which fails that connection (shm.Stream's
+// drain).
 func (q *QP) Decline() {
 	if !q.choosing() {
 		return
@@ -67,9 +76,29 @@ func (q *QP) Decline() {
 	if err := q.choose(); err != unix.EAGAIN {
 		return
 	}
+	if !q.choice.Withdraw() {
+		deadline := time.Now().Add(declineWait)
+		for {
+			if err := q.choose(); err != unix.EAGAIN {
+				return
+			}
+			left := time.Until(deadline)
+			if left <= 0 {
+				break
+			}
+			fds := []unix.PollFd{{Fd: int32(q.fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(fds, int(left/time.Millisecond)+1); err != nil && err != unix.EINTR {
+				break
+			}
+		}
+	}
 	q.choice = nil
 	q.rawEnd = 0
 }
+
+// declineWait bounds Decline's wait for the answer of a peer that has begun
+// to take the stream: its doorbell follows the region it hands over.
+const declineWait = 2 * time.Second
 
 // Quiet reports whether nothing follows the peer's MPA frame yet: no
 // octet read past it and none waiting in the socket. A side that takes a

@@ -292,6 +292,18 @@ func (o *sameHostOffer) Choose(fd int) (iwarp.ByteStream, error) {
 	return s, nil
 }
 
+// Withdraw refuses the rendezvous to the accepting side from now on; false
+// when it had connected already, so that its doorbell follows.
+func (o *sameHostOffer) Withdraw() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rv == nil {
+		return true // closed: nobody can connect
+	}
+	came, _ := o.rv.Refuse()
+	return !came
+}
+
 // take accepts the accepting side at the rendezvous and maps its region:
 // both came before the doorbell octet that says so, so nothing waits.
 func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {

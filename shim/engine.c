@@ -187,10 +187,17 @@ static void touched(int fd)
 		fd_touched(e);
 }
 
+/* engine_depth counts this thread's calls into the engine that have not
+ * returned: _exit (exec.c) must not call into the engine from a signal
+ * handler that interrupted one, which may hold the engine's locks. */
+__thread int engine_depth;
+
 #define TOUCH_WRAP(ret, name, params, args) \
 	static ret t_##name params               \
 	{                                        \
+		engine_depth++;                  \
 		ret r_ = loaded.name args;       \
+		engine_depth--;                  \
 		touched(fd);                     \
 		return r_;                       \
 	}
@@ -209,9 +216,20 @@ TOUCH_WRAP(int, set_buffers, (int fd, int snd, int rcv), (fd, snd, rcv))
 /* dup makes newfd another descriptor of oldfd's connection: both counted. */
 static int t_dup(int oldfd, int newfd)
 {
+	engine_depth++;
 	int r = loaded.dup(oldfd, newfd);
+	engine_depth--;
 	touched(oldfd);
 	touched(newfd);
+	return r;
+}
+
+/* close is counted in engine_depth only: the descriptor is gone after it. */
+static int t_close(int fd)
+{
+	engine_depth++;
+	int r = loaded.close(fd);
+	engine_depth--;
 	return r;
 }
 
@@ -258,6 +276,7 @@ static void count_touches(void)
 		.recv_cancel = t_recv_cancel,
 		.send_cancel = t_send_cancel,
 		.set_buffers = t_set_buffers,
+		.close = t_close,
 	};
 	eng_layer(&loaded, &counting);
 }

@@ -330,18 +330,28 @@ __attribute__((constructor)) static void shim_init(void)
 /* ---- _exit ---------------------------------------------------------------
  *
  * _exit and _Exit skip atexit handlers and destructors, where the engine's
- * exit flush runs (shim_fini): a process that closes a connection and calls
- * _exit at once (a forked worker, an event loop's last act) would take the
- * socket with it while the peer still acknowledges, and the kernel's reset
- * would drop the bytes it has not delivered yet. So they wait here, bounded,
- * until the engine reports every closed connection settled (settling), then
- * exit. Nothing here calls into the engine or takes a lock: a signal handler
- * may call _exit while the interrupted thread holds one; the engine's own
- * threads finish the connections and count down. */
+ * exit flush runs (shim_fini). Over TCP the kernel still delivers what the
+ * process's sockets hold, and ends each connection with a FIN once their
+ * last bytes are acknowledged. So _exit runs the same flush: the engine
+ * sends what its connections hold, ends each (DisConn), and waits, bounded,
+ * until they are settled; then settle_before_exit waits for the closed ones
+ * the engine's threads still finish (settling). Without it, a process
+ * whose last act is _exit (a forked worker, dash, an event loop) lost the
+ * bytes its engine still held, and its socket's unread octets (the peer's
+ * doorbells and credit updates) made the kernel end the connection with a
+ * reset instead of a FIN.
+ *
+ * The flush calls into the engine, so only where that is safe: this
+ * process's engine (not a fork's parent's, not from a vfork child), and not
+ * from a signal handler that interrupted this thread inside the engine or
+ * inside one of the shim's locks (engine_depth, urg_hold), which the flush
+ * could wait for; those exit as before, with only the settling wait, which
+ * calls nothing. */
 
 #define SETTLE_MAX_MS 10000
 
 static _Atomic int n_settling;
+static atomic_int exit_flushed;
 
 void shim_settling(int delta)
 {
@@ -352,6 +362,8 @@ static void settle_before_exit(void)
 {
 	if (engine_pid == 0 || engine_pid != getpid() || shares_parents_memory())
 		return; /* no engine here, or the parent's */
+	if (eng.exit && engine_depth == 0 && urg_hold == 0 && !atomic_exchange(&exit_flushed, 1))
+		eng.exit();
 	for (int ms = 0; ms < SETTLE_MAX_MS && atomic_load(&n_settling) > 0; ms++) {
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
@@ -360,6 +372,7 @@ static void settle_before_exit(void)
 
 EXPORT void _exit(int status)
 {
+	drain_unused_at_exit();
 	settle_before_exit();
 	for (;;)
 		shim_syscall7(SYS_exit_group, status, 0, 0, 0, 0, 0);
@@ -372,7 +385,8 @@ EXPORT void _Exit(int status)
 
 __attribute__((destructor)) static void shim_fini(void)
 {
-	if (engine_pid == getpid() && eng.exit)
+	drain_unused_at_exit();
+	if (engine_pid == getpid() && eng.exit && !atomic_exchange(&exit_flushed, 1))
 		eng.exit(); /* a forked child never calls into its parent's engine */
 	if (!cfg.stats || (!atomic_load(&n_sockets) && engine_pid != getpid()))
 		return; /* this process used no TCP socket */

@@ -71,6 +71,26 @@ static void drain_unread(int fd, struct fdent *e)
 	errno = err;
 }
 
+/* drain_unused_at_exit does for the process's end what close() does for
+ * one descriptor: the kernel closes every socket of a process that exits,
+ * and a connection never handed to the engine may hold the peer's
+ * handshake frame unread, which would make that close a reset where TCP's
+ * is a FIN (tests/edges/st_exit_without_close). It calls nothing that locks
+ * (_exit may run in a signal handler). */
+void drain_unused_at_exit(void)
+{
+	if (shares_parents_memory())
+		return; /* a vfork child's descriptors are its parent's */
+	for (int fd = 0; fd < FD_MAX; fd++) {
+		struct fdent *e = ours(fd);
+		if (!e)
+			continue;
+		int k = atomic_load(&e->kind);
+		if (k == K_ACTIVE || k == K_PASSIVE)
+			drain_unread(fd, e);
+	}
+}
+
 EXPORT int close(int fd)
 {
 	need_real();

@@ -274,6 +274,7 @@ extern pthread_once_t real_once; /* defined in shim/libc.c */
 extern struct rule *rules; /* defined in shim/rules.c */
 extern int n_rules, rules_loaded; /* defined in shim/rules.c */
 extern __thread int urg_hold; /* defined in shim/urgent.c */
+extern __thread int engine_depth; /* defined in shim/engine.c */
 extern _Atomic unsigned urg_sent; /* defined in shim/urgent.c */
 
 /* shim.c */
@@ -407,6 +408,7 @@ void pass_in(const struct msghdr *msg);
 /* shim/exec.c */
 int adopt_record(int fd, int k, int fam, int passive, unsigned port, int hidden, const char *hex);
 void shim_settling(int delta);
+void drain_unused_at_exit(void); /* shim/lifecycle.c */
 
 /* ---- small functions every file inlines */
 static inline void need_real(void);

@@ -34,6 +34,8 @@ func (n Name) sockaddr() *unix.SockaddrUnix {
 type Rendezvous struct {
 	fd   int
 	Name Name
+	// early is the peer that connected before Refuse, for Accept.
+	early *Peer
 }
 
 // ErrTimeout: the peer did not arrive in time.
@@ -106,6 +108,10 @@ func waitFd(fd int, events int16, timeout time.Duration) error {
 
 // Accept waits up to timeout for the peer and returns its end.
 func (r *Rendezvous) Accept(timeout time.Duration) (*Peer, error) {
+	if p := r.early; p != nil {
+		r.early = nil
+		return p, nil
+	}
 	for {
 		fd, _, err := unix.Accept4(r.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
 		if err == nil {
@@ -120,6 +126,37 @@ func (r *Rendezvous) Accept(timeout time.Duration) (*Peer, error) {
 	}
 }
 
+// Refuse makes the rendezvous refuse every connection from now on (the
+// peer's Dial fails with ECONNREFUSED) and reports whether a peer had
+// connected before; Accept returns that one. The kernel orders a connect
+// and the shutdown of the listening socket, so a peer either came before
+// (it is in the queue) or is refused: one decision both sides see.
+func (r *Rendezvous) Refuse() (came bool, err error) {
+	if r.early != nil {
+		return true, nil
+	}
+	if err := unix.Shutdown(r.fd, unix.SHUT_RDWR); err != nil {
+		return false, fmt.Errorf("shm: rendezvous shutdown: %w", err)
+	}
+	for {
+		fd, _, err := unix.Accept4(r.fd, unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN || err == unix.EINVAL:
+			return false, nil // nobody came, and nobody can now
+		case err != nil:
+			return false, fmt.Errorf("shm: rendezvous accept: %w", err)
+		}
+		p, err := newPeer(fd)
+		if err != nil {
+			return true, err // it came: its doorbell follows all the same
+		}
+		r.early = p
+		return true, nil
+	}
+}
+
 // Fd is the listening socket (for a host that keeps its descriptors apart).
 func (r *Rendezvous) Fd() int { return r.fd }
 
@@ -129,6 +166,10 @@ func (r *Rendezvous) Move(to func(fd int) int) { r.fd = to(r.fd) }
 
 // Close closes the rendezvous: nobody can reach its name afterwards.
 func (r *Rendezvous) Close() error {
+	if r.early != nil {
+		r.early.Close()
+		r.early = nil
+	}
 	if r.fd < 0 {
 		return nil
 	}

@@ -165,6 +165,59 @@ func TestRendezvousTimeout(t *testing.T) {
 	assert.ErrorIs(t, err, unix.ECONNREFUSED, "a closed rendezvous cannot be reached")
 }
 
+// TestRendezvousRefuse: Refuse decides with the peer. Nobody came: it says
+// so, and a Dial afterwards is refused. A peer came first: it says so, and
+// Accept still returns that peer, whose region arrives; a second Dial is
+// refused. Nothing is left open.
+func TestRendezvousRefuse(t *testing.T) {
+	before := openFds(t)
+	r, err := Listen()
+	require.NoError(t, err)
+	came, err := r.Refuse()
+	require.NoError(t, err)
+	assert.False(t, came, "nobody came")
+	_, err = Dial(r.Name)
+	assert.ErrorIs(t, err, unix.ECONNREFUSED, "refused after Refuse")
+	require.NoError(t, r.Close())
+
+	r, err = Listen()
+	require.NoError(t, err)
+	active, err := Dial(r.Name)
+	require.NoError(t, err)
+	made, err := Create(8192)
+	require.NoError(t, err)
+	require.NoError(t, active.SendRegion(made))
+	came, err = r.Refuse()
+	require.NoError(t, err)
+	assert.True(t, came, "the peer came before")
+	came, err = r.Refuse()
+	require.NoError(t, err)
+	assert.True(t, came, "and still did, asked again")
+	_, err = Dial(r.Name)
+	assert.ErrorIs(t, err, unix.ECONNREFUSED, "a second peer is refused")
+	passive, err := r.Accept(0)
+	require.NoError(t, err)
+	got, err := passive.RecvRegion(8192, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, got.Close())
+	require.NoError(t, passive.Close())
+	require.NoError(t, active.Close())
+	require.NoError(t, made.Close())
+	require.NoError(t, r.Close())
+
+	// A peer that came and was never accepted is closed with the rendezvous.
+	r, err = Listen()
+	require.NoError(t, err)
+	active, err = Dial(r.Name)
+	require.NoError(t, err)
+	came, err = r.Refuse()
+	require.NoError(t, err)
+	assert.True(t, came)
+	require.NoError(t, r.Close())
+	require.NoError(t, active.Close())
+	assert.Equal(t, before, openFds(t), "descriptors left open")
+}
+
 // TestRendezvousOtherNamespace: a process in another network namespace
 // cannot reach the name (no shared memory between namespaces: they keep
 // iWARP/TCP), while the same process in this namespace can.

@@ -5,6 +5,8 @@
  *                             triggered, writes of random sizes (1 B to
  *                             1 MiB); at the client's end of stream, write
  *                             what is left, close and exit at once
+ *                             (ETECHO_OPEN=1: exit without closing;
+ *                             ETECHO_EXIT=1: exit() instead of _exit)
  *   etecho client PORT SEED N stream N bytes (random write sizes), read the
  *                             echo as it comes, shut down the sending side,
  *                             read to end of stream; check every byte
@@ -87,8 +89,11 @@ static int server(int port, uint32_t seed)
 		if (r < 0 && errno != EINTR)
 			fail("epoll_wait");
 	}
-	/* All written: close and leave at once, as the finding's server did. */
-	close(c);
+	/* All written: close and leave at once, as the finding's server did;
+	 * with ETECHO_OPEN, leave with the connection still open, as a process
+	 * whose last act is _exit does: the kernel closes it. */
+	if (!getenv("ETECHO_OPEN"))
+		close(c);
 	printf("served %llu\n", (unsigned long long)total);
 	fflush(stdout);
 	if (getenv("ETECHO_EXIT"))
