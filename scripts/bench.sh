@@ -75,6 +75,7 @@ PAPERS_ZC=SDP_ZCOPY_THRESHOLD=32768 # the papers' zero copy from 32 KiB (the def
 declare -A CFG=(
 	[tcp]=""
 	[sdp-default]=""
+	[sdp-iwarp]="SDP_SHM=0" # on 127.0.0.1: iWARP over loopback TCP instead of shared memory
 	[basic]="SDP_BUFFERING=separate SDP_FLOW_CONTROL=credit $PAPERS_ZC"
 	[enhanced]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport $PAPERS_ZC"
 	[enhanced-bcopy]="SDP_BUFFERING=integrated SDP_FLOW_CONTROL=transport SDP_ZCOPY_THRESHOLD=$HUGE"
@@ -223,8 +224,10 @@ sec_latbw() {
 	# every power of two for TCP and the main configurations; every power of four for
 	# the variants (BCopy only, markers and CRC off); 1 B latency always gets all its
 	# iterations (full=1: no budget for sizes up to 1 byte)
-	local cfgs=(tcp sdp-default basic enhanced) more=(enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare)
-	[[ $NET == veth ]] && more=() # the variants on 127.0.0.1 only
+	local cfgs=(tcp sdp-default sdp-iwarp basic enhanced) more=(enhanced-bcopy enhanced-nomarkers enhanced-nocrc enhanced-bare)
+	# on 127.0.0.1 only: the variants, and iWARP beside the default's shared memory (between
+	# two namespaces the default is iWARP)
+	[[ $NET == veth ]] && more=() cfgs=(tcp sdp-default basic enhanced)
 	local c
 	for c in "${cfgs[@]}"; do
 		run_pair lat "$c" -- lat "$SIZES_ALL" iters="$ITERS" bytes=8388608 full=1 "${COMMON[@]}"
@@ -304,7 +307,7 @@ sec_cpu() {
 	local c s wrap=()
 	((PERF_CACHE)) && wrap=(perf stat -x, -e cache-misses,cache-references -o @.perf --)
 	# CPU per GB of every configuration is also in the bandwidth sweep's rows
-	for c in tcp basic enhanced enhanced-bcopy enhanced-bare rdma nic; do
+	for c in tcp sdp-default sdp-iwarp basic enhanced enhanced-bcopy enhanced-bare rdma nic; do
 		for s in 4096 65536 1048576; do
 			run_pair cpu "$c" "${wrap[@]}" -- bw "$s" iters="$ITERS" bytes=67108864 "${COMMON[@]}"
 		done
@@ -318,8 +321,9 @@ sec_preload() {
 
 # third-party programs: NetPIPE (NPtcp) and sockperf, plain and preloaded
 sec_thirdparty() {
-	local c port dir
-	for c in tcp sdp-default; do
+	local c port dir cfgs=(tcp sdp-default sdp-iwarp)
+	[[ $NET == veth ]] && cfgs=(tcp sdp-default) # iWARP is the default there
+	for c in "${cfgs[@]}"; do
 		dir=$out/raw/nptcp-$NET-$c
 		mkdir -p "$dir"
 		next_port

@@ -81,7 +81,12 @@ def engine_report(d, env):
     else:
         n_sdp = sum(int(s.get("sdp_conns", "0")) for s in (sc, ss))
         n_tcp = sum(int(s.get("tcp_conns", "0")) for s in (sc, ss))
-        r["transport"] = "sdp" if n_sdp >= 2 and n_tcp == 0 else "sdp+tcp" if n_sdp else "tcp"
+        n_shm = sum(int(s.get("shm_conns", "0")) for s in (sc, ss))
+        if n_sdp >= 2 and n_tcp == 0:
+            # which transport carried SDP: shared memory, iWARP over TCP, or some of each
+            r["transport"] = "sdp/shm" if n_shm >= n_sdp else "sdp/iwarp" if n_shm == 0 else "sdp/shm+iwarp"
+        else:
+            r["transport"] = "sdp+tcp" if n_sdp else "tcp"
     reported = {}
     for k, vals in conn.items():
         if k in ("fd", "payload_tx", "payload_rx", "fpdus_tx", "fpdus_rx", "transport", "local", "remote"):
@@ -523,8 +528,8 @@ def summary(out, rows, tp, pre, enc, made):
             cfgs = configs(rs)
             w(f"{title}, {'127.0.0.1' if net == 'lo' else 'veth'}; in brackets: ratio to TCP")
             w("")
-            w("| config | " + " | ".join(human(s) for s in sizes) + " | modes reported | check |")
-            w("|---|" + "---|" * len(sizes) + "---|---|")
+            w("| config | transport | " + " | ".join(human(s) for s in sizes) + " | modes reported | check |")
+            w("|---|---|" + "---|" * len(sizes) + "---|---|")
             for c in cfgs:
                 cells = []
                 for s in sizes:
@@ -532,7 +537,7 @@ def summary(out, rows, tp, pre, enc, made):
                     t = val(rs, config="tcp", size=s)
                     cells.append(fmt(v) + ("" if c == "tcp" else f" ({v / t:.2f})" if t == t and t else ""))
                 r0 = pick(rs, config=c)[0]
-                w(f"| {c} | " + " | ".join(cells) + f" | {r0['reported'] or '–'} | {r0['mode_check']} |")
+                w(f"| {c} | {r0['transport']} | " + " | ".join(cells) + f" | {r0['reported'] or '–'} | {r0['mode_check']} |")
             w("")
 
     def ratio_at(sec, net, a, b, size, key="median"):
@@ -746,12 +751,12 @@ def summary(out, rows, tp, pre, enc, made):
             for net in nets:
                 for s in sizes:
                     a = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == "tcp" and r["size"] == s]
-                    b = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] != "tcp" and r["size"] == s]
-                    if not a or not b:
+                    if not a:
                         continue
-                    x, y = f(a[0]["value"]), f(b[0]["value"])
-                    metric = {"NPtcp": "Mbit/s", "sockperf-pp": "µs", "sockperf-tp": "msg/s"}[tool]
-                    w(f"| {tool} ({metric}) | {net} | {human(s)} | {fmt(x)} | {fmt(y)} | {y / x:.2f} | {b[0]['transport']} |")
+                    for b in (r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] != "tcp" and r["size"] == s):
+                        x, y = f(a[0]["value"]), f(b["value"])
+                        metric = {"NPtcp": "Mbit/s", "sockperf-pp": "µs", "sockperf-tp": "msg/s"}[tool]
+                        w(f"| {tool} ({metric}) | {net} | {human(s)} | {fmt(x)} | {fmt(y)} | {y / x:.2f} | {b['transport']} |")
     prof = profile_breakdown(out)
     if prof:
         w("")
@@ -766,7 +771,7 @@ def summary(out, rows, tp, pre, enc, made):
     bad = sorted({(r["section"], r["net"], r["config"], r["mode_check"]) for r in rows
                   if r["config"] != "tcp" and r["mode_check"] != "ok"})
     tr = sorted({(r["section"], r["net"], r["config"], r["transport"]) for r in rows
-                 if r["config"] != "tcp" and r["transport"] != "sdp"})
+                 if r["config"] != "tcp" and not r["transport"].startswith("sdp/")})
     if bad or tr:
         w("")
         w("Configurations whose knobs the engine did not report as applied, or that did not run over SDP:")
@@ -867,8 +872,8 @@ def readme(out, rows, tp, pre, made):
             w(f"{title} ({'127.0.0.1' if net == 'lo' else 'veth between two namespaces'}; median of 10 runs; "
               f"in brackets the ratio to TCP):")
             w("")
-            w("| configuration | " + " | ".join(human(s) for s in sizes) + " |")
-            w("|---|" + "---:|" * len(sizes))
+            w("| configuration | transport | " + " | ".join(human(s) for s in sizes) + " |")
+            w("|---|---|" + "---:|" * len(sizes))
             for c in cfgs:
                 cells = []
                 for s in sizes:
@@ -878,7 +883,7 @@ def readme(out, rows, tp, pre, made):
                         cells.append("–")
                     else:
                         cells.append(fmt(v) + ("" if c == "tcp" or t != t or not t else f" ({v / t:.2f})"))
-                w(f"| {c} | " + " | ".join(cells) + " |")
+                w(f"| {c} | {pick(rs, config=c)[0]['transport']} | " + " | ".join(cells) + " |")
             w("")
     st = pick(rows, section="stream")
     for net in nets:
@@ -889,8 +894,8 @@ def readme(out, rows, tp, pre, made):
         w(f"Streaming with TCP_NODELAY, thousands of messages/s ({'127.0.0.1' if net == 'lo' else 'veth'}; "
           f"in brackets the ratio to TCP):")
         w("")
-        w("| flow control | " + " | ".join(human(s) for s in ss) + " |")
-        w("|---|" + "---:|" * len(ss))
+        w("| flow control | transport | " + " | ".join(human(s) for s in ss) + " |")
+        w("|---|---|" + "---:|" * len(ss))
         for c in ("tcp", "credit", "rdma", "nic", "transport"):
             if not pick(rs, config=c):
                 continue
@@ -899,7 +904,7 @@ def readme(out, rows, tp, pre, made):
                 v = val(rs, "msgs_per_s", config=c, size=s)
                 t = val(rs, "msgs_per_s", config="tcp", size=s)
                 cells.append(fmt(v / 1000) + ("" if c == "tcp" or t != t or not t else f" ({v / t:.2f})"))
-            w(f"| {c} | " + " | ".join(cells) + " |")
+            w(f"| {c} | {pick(rs, config=c)[0]['transport']} | " + " | ".join(cells) + " |")
         w("")
     w("The goals (ratios of medians from this run; reported, not asserted):")
     w("")
@@ -914,8 +919,8 @@ def readme(out, rows, tp, pre, made):
         w("User-space payload copies per byte (sender / receiver, the engine's counters) and CPU seconds per GB "
           "(both processes, getrusage), bandwidth test, 127.0.0.1:")
         w("")
-        w("| configuration | " + " | ".join(human(s) for s in ss) + " |")
-        w("|---|" + "---|" * len(ss))
+        w("| configuration | transport | " + " | ".join(human(s) for s in ss) + " |")
+        w("|---|---|" + "---|" * len(ss))
         cfgs = configs(cp)
         for c in cfgs:
             cells = []
@@ -927,7 +932,28 @@ def readme(out, rows, tp, pre, made):
                 r = r[0]
                 cpt = "kernel only" if c == "tcp" else f"{float(r['copies_per_byte_tx'] or 'nan'):.2f} / {float(r['copies_per_byte_rx'] or 'nan'):.2f}"
                 cells.append(f"{cpt}, {fmt(f(r['cpu_s_per_gb']), 2)} s/GB")
-            w(f"| {c} | " + " | ".join(cells) + " |")
+            w(f"| {c} | {pick(cp, config=c)[0]['transport']} | " + " | ".join(cells) + " |")
+        w("")
+    if tp:
+        w("Third-party cross-checks, plain and preloaded in the same run (NPtcp: Mbit/s; sockperf "
+          "ping-pong: average one-way latency, µs; sockperf throughput: messages/s; in brackets the ratio to TCP):")
+        w("")
+        w("| tool | net | configuration | transport | sizes |")
+        w("|---|---|---|---|---|")
+        for tool, sizes in (("NPtcp", ("1", "1024", "65536", "1048576", "4194304")),
+                            ("sockperf-pp", ("64", "1024")), ("sockperf-tp", ("64", "1024"))):
+            for net in nets:
+                for c in sorted({r["config"] for r in tp if r["tool"] == tool and r["net"] == net and r["config"] != "tcp"}):
+                    cells = []
+                    for s in sizes:
+                        a = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == "tcp" and r["size"] == s]
+                        b = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == c and r["size"] == s]
+                        if a and b:
+                            x, y = f(a[0]["value"]), f(b[0]["value"])
+                            cells.append(f"{human(s)}: {fmt(y)} ({y / x:.2f})" if x else f"{human(s)}: {fmt(y)}")
+                    tr = next((r["transport"] for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == c), "?")
+                    if cells:
+                        w(f"| {tool} | {'127.0.0.1' if net == 'lo' else 'veth'} | {c} | {tr} | " + "; ".join(cells) + " |")
         w("")
     prof = profile_breakdown(out)
     if prof:
