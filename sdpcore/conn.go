@@ -245,6 +245,17 @@ type piece struct {
 	last bool // last piece of a Data message that holds a buffer
 	ring bool // data lies in our receive ring: reading it frees ring space
 	sunk bool // data lies in the receive's sink, where copyOut puts it (sink.go)
+	// store holds data in separate buffering: SDP's own receive buffer,
+	// from the early queue's pools, given back once the piece is read.
+	store *earlyBuf
+}
+
+// release gives back what the piece holds: the transport's segment, or
+// its store.
+func (p *piece) release() {
+	p.seg.Release()
+	putEarly(p.store)
+	*p = piece{}
 }
 
 // newActive starts the connecting side over tr, whose connection to the
@@ -906,9 +917,13 @@ func (c *Conn) onSegment(seg Segment) {
 	if last {
 		c.msgHeld = false
 	}
+	var store *earlyBuf
 	if c.cfg.Buffering == BufSeparate {
-		// SDP's own receive buffer between iWARP's and the application.
-		payload = append(make([]byte, 0, len(payload)), payload...)
+		// SDP's own receive buffer between iWARP's and the application,
+		// from a pool: a copy made per message allocated 64 KiB each.
+		store = getEarly(len(payload))
+		store.b = append(store.b[:0], payload...)
+		payload = store.b
 		seg.Release()
 		seg = Segment{}
 		c.stats.UserCopiesRx += uint64(len(payload))
@@ -920,11 +935,13 @@ func (c *Conn) onSegment(seg Segment) {
 		payload, sunk = c.sinkCopy(payload), true
 		seg.Release()
 		seg = Segment{}
+		putEarly(store) // copied on into the sink
+		store = nil
 	}
 	if sunk {
 		c.sunk += len(payload)
 	}
-	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last, sunk: sunk})
+	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last, sunk: sunk, store: store})
 	c.rqBytes += len(payload)
 	c.onOOBPayload(payload, segLast) // seg is emptied above in separate buffering
 }
@@ -1011,8 +1028,7 @@ func (c *Conn) onHeader(h BSDH, first int) error {
 
 func (c *Conn) releaseQueue() {
 	for i := c.rqHead; i < len(c.rq); i++ {
-		c.rq[i].seg.Release()
-		c.rq[i] = piece{}
+		c.rq[i].release()
 	}
 	c.rq, c.rqHead, c.rqBytes = c.rq[:0], 0, 0
 }

@@ -632,8 +632,7 @@ func (c *Conn) copyOut(bufs [][]byte, peek bool) int {
 			c.posted++
 			c.freed++
 		}
-		p.seg.Release()
-		c.rq[j] = piece{}
+		p.release()
 	}
 	c.rqHead = i
 	c.rxOut += uint64(n)
