@@ -35,9 +35,10 @@ type QP struct {
 	recorder RecordStream // stream, when it takes records (streamtx.go)
 	dhdr     [ulpduLenLen + DDPUntaggedHeaderLen]byte
 	txDirect uint64
-	choice   StreamChoice // a stream the peer has yet to take or decline (stream.go)
-	rawEnd   int          // txbuf before it still goes to fd (stream.go)
-	noAlign  bool         // let the kernel merge FPDUs into segments (faster, unaligned)
+	choice   StreamChoice           // a stream the peer has yet to take or decline (stream.go)
+	imm      [ImmediateDataLen]byte // PostImmediate's payload while it is framed
+	rawEnd   int                    // txbuf before it still goes to fd (stream.go)
+	noAlign  bool                   // let the kernel merge FPDUs into segments (faster, unaligned)
 	tx       *TxFramer
 	rx       *RxDeframer
 	full     bool

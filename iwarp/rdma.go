@@ -265,7 +265,10 @@ func (q *QP) PostImmediate(se bool, data [ImmediateDataLen]byte) {
 	if se {
 		op = OpImmediateSE
 	}
-	q.postUntagged(op, QNSend, 0, [][]byte{data[:]})
+	// From the QP's own copy: post copies it into the transmit buffer
+	// before it returns, and data's own slice would escape to the heap.
+	q.imm = data
+	q.postUntagged(op, QNSend, 0, [][]byte{q.imm[:]})
 }
 
 // placeTagged checks a received tagged segment and copies its payload into

@@ -244,7 +244,8 @@ func (c *Conn) pushRing(bufs [][]byte, total int) int {
 			if c.ringRoom() == 0 {
 				c.stats.CreditStalls++
 			}
-			for _, p := range gather(nil, bufs, sent, n) {
+			var parts [4][]byte // on the stack: most sends are one or a few buffers
+			for _, p := range gather(parts[:0], bufs, sent, n) {
 				c.held = append(c.held, p...)
 			}
 			c.stats.UserCopiesTx += uint64(n)
