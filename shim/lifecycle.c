@@ -81,7 +81,8 @@ void drain_unused_at_exit(void)
 {
 	if (shares_parents_memory())
 		return; /* a vfork child's descriptors are its parent's */
-	for (int fd = 0; fd < FD_MAX; fd++) {
+	int end = atomic_load(&fd_end); /* past the highest entry ever made: a process without sockets scans nothing */
+	for (int fd = 0; fd < end; fd++) {
 		struct fdent *e = ours(fd);
 		if (!e)
 			continue;
