@@ -501,6 +501,21 @@ def profile_breakdown(out):
     return res
 
 
+def tp_pairs(tp, nets):
+    """The third-party rows, each preloaded configuration beside TCP's of the same tool, network
+    and size: (tool, net, config, transport, [(size, tcp value, config value), ...])."""
+    for tool, sizes in (("NPtcp", ("1", "1024", "65536", "1048576", "4194304")),
+                        ("sockperf-pp", ("64", "1024")), ("sockperf-tp", ("64", "1024"))):
+        for net in nets:
+            here = [r for r in tp if r["tool"] == tool and r["net"] == net]
+            tcp = {r["size"]: f(r["value"]) for r in here if r["config"] == "tcp"}
+            for c in sorted({r["config"] for r in here if r["config"] != "tcp"}):
+                mine = {r["size"]: r for r in here if r["config"] == c}
+                cells = [(s, tcp[s], f(mine[s]["value"])) for s in sizes if s in mine and tcp.get(s)]
+                if cells:
+                    yield tool, net, c, mine[cells[0][0]]["transport"], cells
+
+
 def summary(out, rows, tp, pre, enc, made):
     mach = {}
     p = os.path.join(out, "machine.txt")
@@ -746,17 +761,10 @@ def summary(out, rows, tp, pre, enc, made):
         w("")
         w("| tool | net | size | TCP | SDP (preloaded) | SDP / TCP | transport seen |")
         w("|---|---|---|---|---|---|---|")
-        for tool, sizes in (("NPtcp", ("1", "1024", "65536", "1048576", "4194304")),
-                            ("sockperf-pp", ("64", "1024")), ("sockperf-tp", ("64", "1024"))):
-            for net in nets:
-                for s in sizes:
-                    a = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == "tcp" and r["size"] == s]
-                    if not a:
-                        continue
-                    for b in (r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] != "tcp" and r["size"] == s):
-                        x, y = f(a[0]["value"]), f(b["value"])
-                        metric = {"NPtcp": "Mbit/s", "sockperf-pp": "µs", "sockperf-tp": "msg/s"}[tool]
-                        w(f"| {tool} ({metric}) | {net} | {human(s)} | {fmt(x)} | {fmt(y)} | {y / x:.2f} | {b['transport']} |")
+        for tool, net, c, tr, cells in tp_pairs(tp, nets):
+            metric = {"NPtcp": "Mbit/s", "sockperf-pp": "µs", "sockperf-tp": "msg/s"}[tool]
+            for s, x, y in cells:
+                w(f"| {tool} ({metric}) | {net} | {human(s)} | {fmt(x)} | {fmt(y)} | {y / x:.2f} | {tr} |")
     prof = profile_breakdown(out)
     if prof:
         w("")
@@ -940,20 +948,9 @@ def readme(out, rows, tp, pre, made):
         w("")
         w("| tool | net | configuration | transport | sizes |")
         w("|---|---|---|---|---|")
-        for tool, sizes in (("NPtcp", ("1", "1024", "65536", "1048576", "4194304")),
-                            ("sockperf-pp", ("64", "1024")), ("sockperf-tp", ("64", "1024"))):
-            for net in nets:
-                for c in sorted({r["config"] for r in tp if r["tool"] == tool and r["net"] == net and r["config"] != "tcp"}):
-                    cells = []
-                    for s in sizes:
-                        a = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == "tcp" and r["size"] == s]
-                        b = [r for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == c and r["size"] == s]
-                        if a and b:
-                            x, y = f(a[0]["value"]), f(b[0]["value"])
-                            cells.append(f"{human(s)}: {fmt(y)} ({y / x:.2f})" if x else f"{human(s)}: {fmt(y)}")
-                    tr = next((r["transport"] for r in tp if r["tool"] == tool and r["net"] == net and r["config"] == c), "?")
-                    if cells:
-                        w(f"| {tool} | {'127.0.0.1' if net == 'lo' else 'veth'} | {c} | {tr} | " + "; ".join(cells) + " |")
+        for tool, net, c, tr, cells in tp_pairs(tp, nets):
+            w(f"| {tool} | {'127.0.0.1' if net == 'lo' else 'veth'} | {c} | {tr} | "
+              + "; ".join(f"{human(s)}: {fmt(y)} ({y / x:.2f})" for s, x, y in cells) + " |")
         w("")
     prof = profile_breakdown(out)
     if prof:
