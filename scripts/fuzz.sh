@@ -3,7 +3,8 @@
 # one after another, for FUZZTIME each (default 10s). Fails if any target fails; a failing input
 # is kept by Go under the package's testdata/fuzz/FuzzXxx/ so that `go test` replays it.
 # Environment: FUZZTIME (go test -fuzztime syntax: 10s, 2m, 1000x), FUZZ_TIMEOUT (seconds per
-# target, compiling included; default 900).
+# target, compiling included; default 900), FUZZMINIMIZETIME (go test -fuzzminimizetime; default
+# 2s).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -13,6 +14,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 use_go
 cd "$LIBSDP_ROOT"
 fuzztime=${FUZZTIME:-10s}
+# Go minimizes every input that finds new coverage, for up to a minute by default, and counts
+# no executions meanwhile: FuzzSink, whose seeds are 79 KB of FPDUs, ran 16,195 inputs in 60 s
+# (0 a second for the last 35) and 297,000 in 45 s with 1 s of minimizing. A failing input is
+# still written, minimized as far as this allows.
+minimize=${FUZZMINIMIZETIME:-2s}
 limit=${FUZZ_TIMEOUT:-900}
 
 # "dir name" for each fuzz target, in a stable order.
@@ -39,7 +45,7 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fuzz_once() {
 	timeout --kill-after=10 "$limit" \
-		go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" "$1/" 2>&1 | tee "$out"
+		go test -run='^$' -fuzz="^$2\$" -fuzztime="$fuzztime" -fuzzminimizetime="$minimize" "$1/" 2>&1 | tee "$out"
 	return "${PIPESTATUS[0]}"
 }
 
