@@ -3,7 +3,9 @@
 # file from python3 -m http.server, directly and through haproxy (HTTP mode, the compatibility
 # case's configuration), 20 times each; everything preloaded (libsdp) or nothing (TCP), the two
 # alternating, on 127.0.0.1. Prints responses per second and the share of the direct rate the
-# proxy keeps. LIBSDP_BUILD=dir measures another build.
+# proxy keeps, and for the fetches through haproxy the CPU time each process spent per response:
+# curl (all its threads, the engine's included, from its start to its exit), haproxy and
+# http.server. LIBSDP_BUILD=dir measures another build.
 #
 #   bash scripts/bench-proxy.sh [ROUNDS=2]
 set -euo pipefail
@@ -28,6 +30,31 @@ rate() {
 	awk -v t="$total" 'BEGIN { printf "%.0f", 20 / t }'
 }
 
+# cpu_ms PID: the process's CPU time so far (user and system, its ended threads included), ms.
+cpu_ms() {
+	"$PYTHON" -c 'import os, sys
+f = open("/proc/%s/stat" % sys.argv[1]).read().rsplit(")", 1)[1].split()
+print((int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK"))' "$1"
+}
+
+# fetch_cpu PORT ENV...: 100 fresh curls for the file; the CPU time of one curl process, ms.
+fetch_cpu() {
+	local port=$1
+	shift
+	"$PYTHON" - "$port" "$@" <<'PY'
+import os, resource, subprocess, sys
+port, env = sys.argv[1], dict(os.environ)
+env.pop("LD_PRELOAD", None)
+env.update(kv.split("=", 1) for kv in sys.argv[2:])
+n = 100
+for _ in range(n):
+    subprocess.run(["curl", "-sS", "--fail", "--noproxy", "*", "-o", "/dev/null",
+                    "http://127.0.0.1:%s/2M.bin" % port], env=env, check=True, timeout=60)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.2f" % ((r.ru_utime + r.ru_stime) * 1000 / n))
+PY
+}
+
 for r in $(seq 1 "$rounds"); do
 	for cfg in tcp libsdp; do
 		pre=()
@@ -36,13 +63,19 @@ for r in $(seq 1 "$rounds"); do
 		[[ $pport != "$bport" ]] || pport=$(free_port)
 		haproxy_http_cfg "$tmp/h.cfg" "$pport" "$bport"
 		start_bg "$tmp/backend.out" "${pre[@]}" "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp" "$bport"
+		backend=$BG_PID
 		wait_listen "$BG_PID" 20 "$bport"
 		start_bg "$tmp/haproxy.out" "${pre[@]}" haproxy -f "$tmp/h.cfg" -db
+		proxy=$BG_PID
 		wait_listen "$BG_PID" 20 "$pport"
 		d=$(rate "$bport" "${pre[@]}")
 		p=$(rate "$pport" "${pre[@]}")
-		printf 'round %d  %-6s  direct %4d responses/s  through haproxy %4d  kept %.2f\n' \
-			"$r" "$cfg" "$d" "$p" "$(awk -v a="$p" -v b="$d" 'BEGIN { print a / b }')"
+		h0=$(cpu_ms "$proxy") b0=$(cpu_ms "$backend")
+		c=$(fetch_cpu "$pport" "${pre[@]}")
+		h1=$(cpu_ms "$proxy") b1=$(cpu_ms "$backend")
+		printf 'round %d  %-6s  direct %4d responses/s  through haproxy %4d  kept %.2f  CPU ms per response: curl %.2f haproxy %.2f http.server %.2f\n' \
+			"$r" "$cfg" "$d" "$p" "$(awk -v a="$p" -v b="$d" 'BEGIN { print a / b }')" \
+			"$c" "$(awk -v a="$h0" -v b="$h1" 'BEGIN { print (b - a) / 100 }')" "$(awk -v a="$b0" -v b="$b1" 'BEGIN { print (b - a) / 100 }')"
 		stop_all
 	done
 done
