@@ -935,8 +935,6 @@ func (c *Conn) onSegment(seg Segment) {
 		payload, sunk = c.sinkCopy(payload), true
 		seg.Release()
 		seg = Segment{}
-		putEarly(store) // copied on into the sink
-		store = nil
 	}
 	if sunk {
 		c.sunk += len(payload)

@@ -104,7 +104,11 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 				t.Logf("%.1f allocations per 64 KiB message", allocs)
 				limit := 0.5
 				if raceEnabled {
-					limit = 10 // the detector's pools drop stores at random (1-5 seen)
+					// The detector's pools drop stores at random (1-5
+					// seen), and 4 per message, the copy this test is
+					// about, pass: make gotest runs it without the
+					// detector as well.
+					limit = 10
 				}
 				require.LessOrEqual(t, allocs, limit)
 				if buf == BufSeparate {
