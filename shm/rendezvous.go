@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -69,17 +70,21 @@ func Listen() (*Rendezvous, error) {
 // randomName fills n from the kernel's random source (getrandom(2), what
 // crypto/rand reads too): the engine loads into every preloaded process on
 // its first connection, and crypto/rand would bring the whole FIPS module's
-// initialisation into that start.
+// initialisation into that start. It makes the system call itself:
+// unix.Getrandom goes through the vDSO, whose per-thread state the runtime
+// maps at a thread's first call, and in a fresh process that mapping (with
+// its page faults and the TLB shootdowns a threaded process pays for them)
+// took about a tenth of a millisecond of the first connection's set-up.
 func randomName(n *Name) error {
 	for got := 0; got < len(n); {
-		k, err := unix.Getrandom(n[got:], 0)
-		if err == unix.EINTR {
+		r, _, errno := unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&n[got])), uintptr(len(n)-got), 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return err
+		if errno != 0 {
+			return errno
 		}
-		got += k
+		got += int(r)
 	}
 	return nil
 }

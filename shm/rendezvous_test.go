@@ -273,3 +273,27 @@ func TestRendezvousDialHelper(t *testing.T) {
 		t.Fatalf("dial: %v", err)
 	}
 }
+
+// TestRandomNames: every rendezvous name is 16 fresh random octets (getrandom(2) called
+// directly): 64 names, none zero, no two alike, and no octet position constant across them.
+func TestRandomNames(t *testing.T) {
+	seen := map[Name]bool{}
+	var first Name
+	varies := [len(first)]bool{}
+	for i := range 64 {
+		var n Name
+		require.NoError(t, randomName(&n))
+		assert.NotEqual(t, Name{}, n, "name %d", i)
+		assert.False(t, seen[n], "name %d repeats %s", i, hex.EncodeToString(n[:]))
+		seen[n] = true
+		if i == 0 {
+			first = n
+		}
+		for j := range n {
+			varies[j] = varies[j] || n[j] != first[j]
+		}
+	}
+	for j, v := range varies {
+		assert.True(t, v, "octet %d is the same in all 64 names", j)
+	}
+}
