@@ -3,7 +3,6 @@ module libsdp
 go 1.26.8
 
 require (
-	github.com/klauspost/crc32 v1.3.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.49.0
 )

@@ -1,11 +1,5 @@
 package iwarp
 
-import (
-	"runtime"
-
-	"golang.org/x/sys/cpu"
-)
-
 // Capabilities describes what this iWARP implementation does itself, so an
 // upper layer can drop work that would only repeat it (the central idea of
 // Balaji, Bhagvat, Thakur and Panda, "Sockets Direct Protocol for Hybrid
@@ -67,17 +61,4 @@ func (q *QP) Capabilities() Capabilities {
 		MULPDU:                 q.mulpdu,
 		MaxMessage:             1<<31 - 1,
 	}
-}
-
-// crcInstruction reports whether klauspost/crc32 uses a CPU instruction for
-// the Castagnoli polynomial on this machine: it does on amd64 with SSE4.2
-// and on arm64 with the CRC32 extension, the same tests it makes itself.
-func crcInstruction() bool {
-	switch runtime.GOARCH {
-	case "amd64":
-		return cpu.X86.HasSSE42
-	case "arm64":
-		return cpu.ARM64.HasCRC32
-	}
-	return false
 }

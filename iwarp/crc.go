@@ -1,12 +1,11 @@
 package iwarp
 
 import (
+	"hash/crc32"
 	"sync/atomic"
-
-	"github.com/klauspost/crc32"
 )
 
-// castagnoli returns the table, built at the first CRC; klauspost/crc32
+// castagnoli returns the table, built at the first CRC; hash/crc32
 // recognises it and uses SSE4.2 / CLMUL (or the platform's equivalent) for
 // it. Built at package initialisation, it cost every fresh process 0.2 ms
 // of its engine's start, which one whose connections all stay on this host

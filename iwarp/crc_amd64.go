@@ -1,20 +1,18 @@
 package iwarp
 
-import (
-	"github.com/klauspost/crc32"
-	"golang.org/x/sys/cpu"
-)
+import "hash/crc32"
 
 // crc32cFold512 is in crc_amd64.s.
 //
 //go:noescape
 func crc32cFold512(crc uint32, p []byte) uint32
 
-// foldAVX512: the CPU and OS support 512-bit carry-less multiplication.
-var foldAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VPCLMULQDQ && cpu.X86.HasPCLMULQDQ
+// foldAVX512 reports whether the CPU and OS support 512-bit carry-less
+// multiplication (cpu_amd64.go).
+func foldAVX512() bool { return x86()&x86Fold != 0 }
 
 // foldMin is the shortest input worth the vector setup; below it the
-// crc32 instruction (klauspost/crc32, 22-23 GB/s here) is faster.
+// crc32 instruction (hash/crc32, 22-23 GB/s here) is faster.
 // Folding costs about 180 ns a call whatever the length
 // (BenchmarkCRC32CFold: 192 ns for 1 KiB, 198 for 1430 octets, 225 for
 // 4 KiB, 248 for 6 KiB, 268 for 8 KiB, 355 for 16 KiB, against 46, 80,
@@ -24,9 +22,9 @@ var foldAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512V
 const foldMin = 6 << 10
 
 // updateCRC32C continues crc over p: 64-octet blocks by vector folding
-// where the CPU has it, the rest with klauspost/crc32.
+// where the CPU has it, the rest with hash/crc32.
 func updateCRC32C(crc uint32, p []byte) uint32 {
-	if foldAVX512 && len(p) >= foldMin {
+	if len(p) >= foldMin && foldAVX512() {
 		n := len(p) &^ 63
 		crc = ^crc32cFold512(^crc, p[:n])
 		p = p[n:]
@@ -34,8 +32,12 @@ func updateCRC32C(crc uint32, p []byte) uint32 {
 	return crc32.Update(crc, castagnoli(), p)
 }
 
+// crcInstruction reports whether hash/crc32 uses the crc32 instruction for
+// the Castagnoli polynomial here (SSE4.2, the test it makes itself).
+func crcInstruction() bool { return x86()&x86SSE42 != 0 }
+
 // crcFolding reports whether updateCRC32C folds with AVX-512.
-func crcFolding() bool { return foldAVX512 }
+func crcFolding() bool { return foldAVX512() }
 
 // encodeFold512 is in crc_amd64.s.
 //
@@ -54,7 +56,7 @@ const encodeFoldMin = 6<<10 - 512
 // encodeFolds reports whether AppendFPDU may copy and checksum in one
 // pass for this spacing (one marker at most per 64-octet block).
 func encodeFolds(spacing int) bool {
-	return foldAVX512 && cpu.X86.HasAVX512VBMI2 && cpu.X86.HasBMI2 && spacing >= 64
+	return spacing >= 64 && x86()&x86FoldEncode != 0
 }
 
 // foldRest copies src into the FPDU after the 256 wire octets w has

@@ -4,17 +4,17 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/klauspost/crc32"
+	"hash/crc32"
 )
 
 // BenchmarkCRC32CFold compares the two ways updateCRC32C has of computing
-// CRC32C over one buffer: the crc32 instruction (klauspost/crc32) and
+// CRC32C over one buffer: the crc32 instruction (hash/crc32) and
 // vector folding (crc32cFold512), whose fixed cost of setting up and
 // reducing makes it the slower below foldMin:
 //
 //	go test -run '^$' -bench BenchmarkCRC32CFold ./iwarp
 func BenchmarkCRC32CFold(b *testing.B) {
-	if !foldAVX512 {
+	if !foldAVX512() {
 		b.Skip("no AVX-512 carry-less multiplication on this CPU")
 	}
 	for _, n := range []int{1024, 1430, 4096, 6144, 8192, 16384, 65536} {
