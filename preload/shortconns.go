@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net/netip"
 	"sync"
 
 	"libsdp/iwarp"
@@ -21,24 +20,33 @@ const (
 	shortPeers = 1024 // peers remembered; beyond that the table starts again
 )
 
+// peerKey is a peer's address (16 octets, IPv4 as v4-mapped, as iwarp.SocketAddr gives it) and
+// port; the zero key is no peer. Not net/netip: its package initialisation (unique's) would run
+// in every preloaded process's engine start for the sake of a map key.
+type peerKey struct {
+	addr [16]byte
+	port uint16
+	ok   bool
+}
+
 var shorts struct {
 	mu    sync.Mutex
-	run   map[netip.AddrPort]int           // consecutive short connections, by peer
-	peers map[*sdpcore.Conn]netip.AddrPort // connecting sides made while the table watched
+	run   map[peerKey]int           // consecutive short connections, by peer
+	peers map[*sdpcore.Conn]peerKey // connecting sides made while the table watched
 }
 
 // shortPeer returns the peer of fd, a connecting side that may offer shared
 // memory (cfg.SameHost), and turns the offer off in cfg when its recent
-// connections there were all short; the zero AddrPort when not watched.
-func shortPeer(fd int, cfg *sdpcore.Config) netip.AddrPort {
+// connections there were all short; the zero key when not watched.
+func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 	if !cfg.SameHost {
-		return netip.AddrPort{}
+		return peerKey{}
 	}
 	addr, port, ok := iwarp.SocketAddr(fd, true)
 	if !ok {
-		return netip.AddrPort{}
+		return peerKey{}
 	}
-	peer := netip.AddrPortFrom(netip.AddrFrom16(addr).Unmap(), port)
+	peer := peerKey{addr: addr, port: port, ok: true}
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
 	if shorts.run[peer] >= shortRun {
@@ -48,13 +56,13 @@ func shortPeer(fd int, cfg *sdpcore.Config) netip.AddrPort {
 }
 
 // watchShort remembers that c is a connecting side to peer (if valid).
-func watchShort(c *sdpcore.Conn, peer netip.AddrPort) {
-	if !peer.IsValid() {
+func watchShort(c *sdpcore.Conn, peer peerKey) {
+	if !peer.ok {
 		return
 	}
 	shorts.mu.Lock()
 	if shorts.peers == nil {
-		shorts.peers = make(map[*sdpcore.Conn]netip.AddrPort)
+		shorts.peers = make(map[*sdpcore.Conn]peerKey)
 	}
 	shorts.peers[c] = peer
 	shorts.mu.Unlock()
@@ -75,7 +83,7 @@ func endShort(c *sdpcore.Conn) {
 		return
 	}
 	if shorts.run == nil || len(shorts.run) >= shortPeers {
-		shorts.run = make(map[netip.AddrPort]int)
+		shorts.run = make(map[peerKey]int)
 	}
 	shorts.run[peer]++
 }
