@@ -138,10 +138,10 @@ func initEngine(c engineConfig) {
 	logf(levelDebug, "settings (engine): %s", settings.Line(read)) // tests/TestSettingsAgree reads it
 	coreCfg.Sanitize()
 	sdpcore.FdFloor = highFd()
-	// One P more than the default leaves one idle for the engine's
-	// goroutines; without it the runtime's monitor takes Ps from threads
+	// A P idle for the engine's goroutines beside those the application's
+	// threads keep; without it the runtime's monitor takes Ps from threads
 	// in system calls and wakes threads to run them: a third of what a
-	// connection cost a server. More come with the application's threads
+	// connection cost a server. Ps come with the application's threads
 	// (procs.go).
 	initProcs()
 	sdpcore.OnBadTransition = func(fd int, from, to string) {

@@ -13,7 +13,11 @@ import (
 // the engine longest: up to one of the monitor's sleeps, which the engine's
 // timer slack makes up to 1 ms long (shim/engine.c, ENGINE_TIMER_SLACK_NS).
 // With one P for each application thread that uses the engine and one for
-// the engine's goroutines, no call waits for a P.
+// the engine's goroutines, no call waits for a P. The runtime's default
+// (the CPUs) already leaves one idle while fewer threads than CPUs use the
+// engine, as in most clients: Ps are added only when the threads need them,
+// for the change stops the world (0.03-0.4 ms, 7 ms once) and had a fresh
+// process's first connection share its CPU with that and a new thread.
 
 // maxProcs bounds the Ps: a garbage collection's dedicated mark workers are
 // a quarter of them.
@@ -22,13 +26,12 @@ const maxProcs = 64
 var procs struct {
 	sync.Mutex
 	fixed   bool // GOMAXPROCS set by the user: the engine keeps it
-	base    int  // the runtime's default (the CPUs) and one
+	base    int  // the runtime's default (the CPUs)
 	threads int  // the most application threads using the engine at once, so far
 }
 
-// initProcs sets the Ps to the default plus one, beside the caller: the
-// change stops the world (0.03-0.4 ms, 7 ms once, of a fresh process's
-// first connection when made on its way).
+// initProcs notes the runtime's default; threadsUsing adds Ps beside the
+// caller once the application's threads leave none idle.
 func initProcs() {
 	procs.Lock()
 	defer procs.Unlock()
@@ -36,8 +39,7 @@ func initProcs() {
 		procs.fixed = true
 		return
 	}
-	procs.base = runtime.GOMAXPROCS(0) + 1
-	go applyProcs()
+	procs.base = runtime.GOMAXPROCS(0)
 }
 
 // threadsUsing records that n application threads use the engine at once
