@@ -40,6 +40,10 @@ func initProcs() {
 		return
 	}
 	procs.base = runtime.GOMAXPROCS(0)
+	// Setting the value it has stops nothing; it makes the Ps the engine's
+	// own, so that the runtime's periodic update (CPU affinity and cgroup
+	// limits, read again while it runs) never takes them under the threads.
+	runtime.GOMAXPROCS(procs.base)
 }
 
 // threadsUsing records that n application threads use the engine at once
