@@ -1,6 +1,6 @@
 package iwarp
 
-import "sync/atomic"
+import "sync"
 
 // The CPU features the CRC needs, found with CPUID the first time a CRC is
 // computed rather than at package initialisation: every preloaded process
@@ -49,33 +49,5 @@ func detectX86() x86Features {
 	return f
 }
 
-// x86State holds detectX86's answer once asked: bit 0 set when known, then
-// one bit per feature.
-var x86State atomic.Uint32
-
-const (
-	x86Known uint32 = 1 << iota
-	x86SSE42
-	x86Fold
-	x86FoldEncode
-)
-
 // x86 returns the features, asking the CPU at the first call.
-func x86() uint32 {
-	if s := x86State.Load(); s != 0 {
-		return s
-	}
-	f := detectX86()
-	s := x86Known
-	if f.sse42 {
-		s |= x86SSE42
-	}
-	if f.fold {
-		s |= x86Fold
-	}
-	if f.foldEncode {
-		s |= x86FoldEncode
-	}
-	x86State.Store(s)
-	return s
-}
+var x86 = sync.OnceValue(detectX86)

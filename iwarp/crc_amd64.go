@@ -9,7 +9,7 @@ func crc32cFold512(crc uint32, p []byte) uint32
 
 // foldAVX512 reports whether the CPU and OS support 512-bit carry-less
 // multiplication (cpu_amd64.go).
-func foldAVX512() bool { return x86()&x86Fold != 0 }
+func foldAVX512() bool { return x86().fold }
 
 // foldMin is the shortest input worth the vector setup; below it the
 // crc32 instruction (hash/crc32, 22-23 GB/s here) is faster.
@@ -34,7 +34,7 @@ func updateCRC32C(crc uint32, p []byte) uint32 {
 
 // crcInstruction reports whether hash/crc32 uses the crc32 instruction for
 // the Castagnoli polynomial here (SSE4.2, the test it makes itself).
-func crcInstruction() bool { return x86()&x86SSE42 != 0 }
+func crcInstruction() bool { return x86().sse42 }
 
 // crcFolding reports whether updateCRC32C folds with AVX-512.
 func crcFolding() bool { return foldAVX512() }
@@ -56,7 +56,7 @@ const encodeFoldMin = 6<<10 - 512
 // encodeFolds reports whether AppendFPDU may copy and checksum in one
 // pass for this spacing (one marker at most per 64-octet block).
 func encodeFolds(spacing int) bool {
-	return spacing >= 64 && x86()&x86FoldEncode != 0
+	return spacing >= 64 && x86().foldEncode
 }
 
 // foldRest copies src into the FPDU after the 256 wire octets w has

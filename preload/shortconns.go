@@ -21,12 +21,12 @@ const (
 )
 
 // peerKey is a peer's address (16 octets, IPv4 as v4-mapped, as iwarp.SocketAddr gives it) and
-// port; the zero key is no peer. Not net/netip: its package initialisation (unique's) would run
-// in every preloaded process's engine start for the sake of a map key.
+// port; the zero key (port 0, which no connected peer has) is no peer. Not net/netip: its
+// package initialisation (unique's) would run in every preloaded process's engine start for the
+// sake of a map key.
 type peerKey struct {
 	addr [16]byte
 	port uint16
-	ok   bool
 }
 
 var shorts struct {
@@ -46,7 +46,7 @@ func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 	if !ok {
 		return peerKey{}
 	}
-	peer := peerKey{addr: addr, port: port, ok: true}
+	peer := peerKey{addr: addr, port: port}
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
 	if shorts.run[peer] >= shortRun {
@@ -57,7 +57,7 @@ func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 
 // watchShort remembers that c is a connecting side to peer (if valid).
 func watchShort(c *sdpcore.Conn, peer peerKey) {
-	if !peer.ok {
+	if peer.port == 0 {
 		return
 	}
 	shorts.mu.Lock()
