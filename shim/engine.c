@@ -362,6 +362,8 @@ static int engine_load_locked(void)
 	char path[PATH_MAX] = "";
 	struct timespec t_begin, t_opened, t_started, t_end;
 	clock_gettime(CLOCK_MONOTONIC, &t_begin);
+	/* Before the runtime's threads: growing it later waits for RCU. */
+	grow_fd_table();
 	uint64_t before[FD_MAX / 64];
 	open_fds(before);
 	/* SIGURG stays the application's: the Go runtime installs its own

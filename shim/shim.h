@@ -380,6 +380,7 @@ void listener_tcp_only(int fd, struct fdent *e, const char *why);
 int peer_is_owner(int fd, struct fdent *e);
 int resolve_connecting(int fd, struct fdent *e, short revents);
 int move_high(int fd);
+void grow_fd_table(void);
 void shim_hidden(int fd);
 
 /* shim/lifecycle.c */

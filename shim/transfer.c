@@ -831,19 +831,51 @@ int resolve_connecting(int fd, struct fdent *e, short revents)
 	return 1;
 }
 
+/* high_floor is where the shim's and the engine's own descriptors go: half
+ * the descriptor limit, away from the application's. */
+static int high_floor(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur / 2 < INT_MAX)
+		return (int)(rl.rlim_cur / 2);
+	return 100;
+}
+
 /* move_high moves a descriptor of the shim's own (a hidden listener) to a
  * high number, away from the application's. */
 int move_high(int fd)
 {
-	struct rlimit rl;
-	int floor = 100;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur / 2 < INT_MAX)
-		floor = (int)(rl.rlim_cur / 2);
-	int hi = real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	int hi = real.fcntl(fd, F_DUPFD_CLOEXEC, high_floor());
 	if (hi < 0)
 		return fd;
 	real.close(fd);
 	return hi;
+}
+
+/* grow_fd_table makes the process's descriptor table reach the high
+ * descriptors, as the first move_high does. The kernel grows the table
+ * once, and in a process of several threads waits for an RCU grace period
+ * to do it (expand_fdtable: 10-16 ms seen here): the engine's first high
+ * descriptor, made after its runtime had started threads, cost a fresh
+ * client connecting to another host that much (one connecting on this host
+ * had already grown it for its sock_diag socket, unless the runtime's
+ * raised limit put the engine's descriptors higher still). */
+void grow_fd_table(void)
+{
+	/* The floor as it will be once the engine has started: Go's runtime
+	 * raises the soft descriptor limit to the hard one (package os). */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < rl.rlim_cur ||
+	    rl.rlim_max / 2 >= INT_MAX)
+		return;
+	int floor = rl.rlim_max > 256 ? (int)(rl.rlim_max / 2) : 100;
+	int fd = open("/", O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	int hi = real.fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (hi >= 0)
+		real.close(hi);
+	real.close(fd);
 }
 
 /* shim_hidden marks a hidden listener: an application that closes every
