@@ -3,7 +3,10 @@
 code and of Wireshark's MPA dissector, and checks every FPDU: framing by ULPDU_Length, padding,
 each marker's place (every 512 octets from the first octet after the sender's Request or Reply)
 and FPDUPTR, and the CRC32c when either side asked for it. It also counts the FPDUs that sit
-alone in a TCP segment: Wireshark's dissector expects that layout when markers are on.
+alone in a TCP segment: Wireshark's dissector expects that layout when markers are on; and the
+segments that begin inside an FPDU (RFC 5044 section 5 asks senders for none). A capture sees
+segments only where the kernel cut them before the capture point (scripts/aligncheck.sh);
+otherwise its "segments" are the kernel's larger buffers.
 
 usage: mpacheck.py CAPTURE PORT      (PORT: the SDP port, one end of the connection)
 Exit status 0 when every FPDU checks out, 1 otherwise, 2 on a usage or capture problem.
@@ -108,7 +111,7 @@ class Direction:
 def walk(name, data, bounds, markers, crc_on):
     d = Direction(data, 20 + struct.unpack(">H", data[18:20])[0], markers)
     fpdus = bad_crc = alone = 0
-    on_marker = []
+    on_marker, starts = [], set()
     ok = True
     while d.pos < len(data):
         first = d.pos
@@ -131,6 +134,7 @@ def walk(name, data, bounds, markers, crc_on):
             print(f"  {name}: FPDU at stream offset {first} is cut short by the end of the capture")
             ok = False
             break
+        starts.add(first)
         sent = struct.unpack("<I", data[d.pos:d.pos + 4])[0]
         if crc_on and crc32c(data[first:d.pos]) != sent:
             bad_crc += 1
@@ -140,9 +144,12 @@ def walk(name, data, bounds, markers, crc_on):
             alone += 1
         if d.pos < len(data) and d.marker_at(d.pos):
             on_marker.append(first)
+    # RFC 5044 section 5: a sender should start every TCP segment with an FPDU (several whole
+    # FPDUs may share one). Counted over the segments the capture saw, after the Request or Reply.
+    inside = sum(1 for b in bounds if d.start < b < d.pos and b not in starts)
     print(f"  {name}: markers={'on' if markers else 'off'} crc={'on' if crc_on else 'off'} "
           f"FPDUs={fpdus} bad CRC={bad_crc} bad markers={d.bad_markers} "
-          f"alone in their TCP segment={alone}")
+          f"alone in their TCP segment={alone} segments that begin inside an FPDU={inside}")
     if on_marker:
         # The marker after such an FPDU is the next FPDU's (RFC 5044 section 4.3); tshark 4.0
         # counts it in this one. Offsets from the direction's first octet (TCP's relative
