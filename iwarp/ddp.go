@@ -131,8 +131,16 @@ func EncodeTaggedHeader(b []byte, last bool, rdmapCtrl uint8, stag uint32, to ui
 // Payload aliases ulpdu.
 func ParseDDPSegment(ulpdu []byte) (DDPSegment, error) {
 	var s DDPSegment
+	err := parseDDPSegment(&s, ulpdu)
+	return s, err
+}
+
+// parseDDPSegment is ParseDDPSegment into *s, which it overwrites whole:
+// the receive path's segment is filled in place (NextSegmentTo).
+func parseDDPSegment(s *DDPSegment, ulpdu []byte) error {
+	*s = DDPSegment{}
 	if len(ulpdu) < 2 {
-		return s, ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "ULPDU of %d octets is too short for a DDP header", len(ulpdu))
+		return ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "ULPDU of %d octets is too short for a DDP header", len(ulpdu))
 	}
 	h := DDPHeader(ulpdu)
 	s.Tagged = h.Tagged()
@@ -142,56 +150,56 @@ func ParseDDPSegment(ulpdu []byte) (DDPSegment, error) {
 		kind = "tagged"
 	}
 	if len(ulpdu) < hl {
-		return s, ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "%s segment of %d octets is shorter than its %d-octet header", kind, len(ulpdu), hl)
+		return ddpErr(DDPErrTypeCatastrophic, DDPErrCatastrophic, "%s segment of %d octets is shorter than its %d-octet header", kind, len(ulpdu), hl)
 	}
 	if dv := h.DV(); dv != DDPVersion {
-		return s, ddpVersionErr(s.Tagged, "%s segment has DDP version %d, want %d", kind, dv, DDPVersion)
+		return ddpVersionErr(s.Tagged, "%s segment has DDP version %d, want %d", kind, dv, DDPVersion)
 	}
 	if r := h.Reserved(); r != 0 {
-		return s, ddpVersionErr(s.Tagged, "%s segment has reserved control bits %#02x set (control octet %#02x)", kind, r, ulpdu[0])
+		return ddpVersionErr(s.Tagged, "%s segment has reserved control bits %#02x set (control octet %#02x)", kind, r, ulpdu[0])
 	}
 	s.Last = h.Last()
 	s.RDMAPCtrl = h.RDMAPControl()
 	if rv := (s.RDMAPCtrl & RDMAPVersionMask) >> 6; rv != RDMAPVersion {
-		return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrVersion, "RDMAP version %d, want %d (control octet %#02x)", rv, RDMAPVersion, s.RDMAPCtrl)
+		return rdmapErr(RDMAPErrTypeOperation, RDMAPErrVersion, "RDMAP version %d, want %d (control octet %#02x)", rv, RDMAPVersion, s.RDMAPCtrl)
 	}
 	if r := s.RDMAPCtrl & RDMAPReservedMask; r != 0 {
-		return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrVersion, "RDMAP reserved control bits %#02x set (control octet %#02x)", r, s.RDMAPCtrl)
+		return rdmapErr(RDMAPErrTypeOperation, RDMAPErrVersion, "RDMAP reserved control bits %#02x set (control octet %#02x)", r, s.RDMAPCtrl)
 	}
 	op := s.Opcode()
 	info, ok := op.Info()
 	if !ok {
-		return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrOpcode, "unknown opcode %#x", uint8(op))
+		return rdmapErr(RDMAPErrTypeOperation, RDMAPErrOpcode, "unknown opcode %#x", uint8(op))
 	}
 	if info.Tagged != s.Tagged {
-		return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrOpcode, "%v in a %s DDP segment", op, kind)
+		return rdmapErr(RDMAPErrTypeOperation, RDMAPErrOpcode, "%v in a %s DDP segment", op, kind)
 	}
 	s.Payload = ulpdu[hl:]
 	if s.Tagged {
 		s.STag = h.STag()
 		s.TO = h.TO()
-		return s, nil
+		return nil
 	}
 	s.InvalidateSTag = h.RsvdULP32()
 	s.QN, s.MSN, s.MO = h.QN(), h.MSN(), h.MO()
 	if s.QN != info.QN {
-		return s, ddpErr(DDPErrTypeUntagged, DDPErrInvalidQN, "%v on QN %d, want QN %d", op, s.QN, info.QN)
+		return ddpErr(DDPErrTypeUntagged, DDPErrInvalidQN, "%v on QN %d, want QN %d", op, s.QN, info.QN)
 	}
 	if info.Payload >= 0 || info.MinPayload > 0 {
 		if !s.Last {
-			return s, ddpErr(DDPErrTypeUntagged, DDPErrTooLong, "%v spans more than one segment (L=0)", op)
+			return ddpErr(DDPErrTypeUntagged, DDPErrTooLong, "%v spans more than one segment (L=0)", op)
 		}
 		if s.MO != 0 {
-			return s, ddpErr(DDPErrTypeUntagged, DDPErrInvalidMO, "%v has MO %d, want 0", op, s.MO)
+			return ddpErr(DDPErrTypeUntagged, DDPErrInvalidMO, "%v has MO %d, want 0", op, s.MO)
 		}
 		if info.Payload >= 0 && len(s.Payload) != info.Payload {
-			return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrUnspecified, "%v carries %d octets, want %d", op, len(s.Payload), info.Payload)
+			return rdmapErr(RDMAPErrTypeOperation, RDMAPErrUnspecified, "%v carries %d octets, want %d", op, len(s.Payload), info.Payload)
 		}
 		if len(s.Payload) < info.MinPayload {
-			return s, rdmapErr(RDMAPErrTypeOperation, RDMAPErrUnspecified, "%v carries %d octets, want at least %d", op, len(s.Payload), info.MinPayload)
+			return rdmapErr(RDMAPErrTypeOperation, RDMAPErrUnspecified, "%v carries %d octets, want at least %d", op, len(s.Payload), info.MinPayload)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // ddpVersionErr is an invalid DDP version, which RFC 5041 §7.2 numbers

@@ -66,18 +66,18 @@ func (q *QP) SinkPlaced() uint64 { return q.sink.placed }
 // Sunk reports whether the segment's payload lies in the receive sink.
 func (s *Segment) Sunk() bool { return s.sunk }
 
-// nextSunk returns the next segment a sink read, if any.
-func (q *QP) nextSunk() (Segment, bool) {
+// nextSunkTo puts the next segment a sink read, if any, in *out.
+func (q *QP) nextSunkTo(out *Segment) bool {
 	s := &q.sink
 	if s.next == len(s.ready) {
-		return Segment{}, false
+		return false
 	}
-	seg := s.ready[s.next]
+	*out = s.ready[s.next]
 	s.ready[s.next] = Segment{}
 	if s.next++; s.next == len(s.ready) {
 		s.ready, s.next = s.ready[:0], 0
 	}
-	return seg, true
+	return true
 }
 
 // sinkFill is fillStream's part over a stream that says what it holds,

@@ -158,13 +158,14 @@ type Conn struct {
 	rxLazy        bool   // progress for a blocking receive's wait: readable is enough (sink.go)
 	sinkBuf       []byte
 	sinkPlaceFn   func(head []byte, n int) []byte
-	rxOut         uint64 // bytes the application has read (or skipped), all time
-	urg           urgent // urgent data (MSG_OOB)
-	inMsg         bool   // inside a multi-segment message
-	inData        bool   // … which is a Data message
-	msgLeft       int    // bytes of it still to come
-	msgHeld       bool   // it holds a buffer until its payload is read
-	msgFrees      bool   // a message without data (zero copy's, DisConn): its buffer counts as freed once in
+	rxOut         uint64  // bytes the application has read (or skipped), all time
+	urg           urgent  // urgent data (MSG_OOB)
+	inMsg         bool    // inside a multi-segment message
+	inData        bool    // … which is a Data message
+	msgLeft       int     // bytes of it still to come
+	msgHeld       bool    // it holds a buffer until its payload is read
+	msgFrees      bool    // a message without data (zero copy's, DisConn): its buffer counts as freed once in
+	rxSeg         Segment // the segment progress is handling (Transport.NextSegment fills it)
 
 	parts [][]byte
 	hdr   [BSDHLen]byte
@@ -473,9 +474,10 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 				continue
 			}
 		default:
-			seg, err := c.tr.NextSegment()
+			err := c.tr.NextSegment(&c.rxSeg)
 			if err == nil {
-				c.onSegment(seg)
+				c.onSegment(&c.rxSeg)
+				c.rxSeg = Segment{} // onSegment released it or took it over
 				continue
 			}
 			if err != ErrIncomplete {
@@ -844,11 +846,11 @@ func (c *Conn) sendControl(mid MID) {
 }
 
 // onSegment handles one received DDP segment.
-func (c *Conn) onSegment(seg Segment) {
+func (c *Conn) onSegment(seg *Segment) {
 	switch {
 	case seg.Kind == SegTagged:
 		seg.Release()
-		c.failProto(c.tr.RejectSegment(seg))
+		c.failProto(c.tr.RejectSegment(*seg))
 		return
 	case seg.Kind == SegTerminate: // Terminate from the peer
 		seg.Release()
@@ -868,7 +870,7 @@ func (c *Conn) onSegment(seg Segment) {
 		return
 	case seg.Kind != SegSend:
 		seg.Release()
-		c.failProto(c.tr.RejectSegment(seg))
+		c.failProto(c.tr.RejectSegment(*seg))
 		return
 	}
 	c.peerFirst = true
@@ -925,7 +927,7 @@ func (c *Conn) onSegment(seg Segment) {
 		store.b = append(store.b[:0], payload...)
 		payload = store.b
 		seg.Release()
-		seg = Segment{}
+		*seg = Segment{}
 		c.stats.UserCopiesRx += uint64(len(payload))
 	}
 	c.stats.PayloadRx += uint64(len(payload))
@@ -934,12 +936,12 @@ func (c *Conn) onSegment(seg Segment) {
 	if !sunk && c.sinking(len(payload)) {
 		payload, sunk = c.sinkCopy(payload), true
 		seg.Release()
-		seg = Segment{}
+		*seg = Segment{}
 	}
 	if sunk {
 		c.sunk += len(payload)
 	}
-	c.rq = append(c.rq, piece{data: payload, seg: seg, last: last, sunk: sunk, store: store})
+	c.rq = append(c.rq, piece{data: payload, seg: *seg, last: last, sunk: sunk, store: store})
 	c.rqBytes += len(payload)
 	c.onOOBPayload(payload, segLast) // seg is emptied above in separate buffering
 }

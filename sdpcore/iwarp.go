@@ -168,19 +168,19 @@ func filled(_ int, err error) error {
 	return err
 }
 
-func (t *qpTransport) NextSegment() (Segment, error) {
-	s, err := t.qp().NextSegment()
-	if err != nil {
+func (t *qpTransport) NextSegment(seg *Segment) error {
+	var s iwarp.Segment
+	if err := t.qp().NextSegmentTo(&s); err != nil {
 		if err == iwarp.ErrNeedMore {
-			return Segment{}, ErrIncomplete
+			return ErrIncomplete
 		}
-		return Segment{}, err
+		return err
 	}
-	seg := Segment{Kind: segmentKind(&s.DDPSegment), Op: uint8(s.Opcode()), Last: s.Last, Offset: s.MO, Payload: s.Payload, Sunk: s.Sunk()}
+	*seg = Segment{Kind: segmentKind(&s.DDPSegment), Op: uint8(s.Opcode()), Last: s.Last, Offset: s.MO, Payload: s.Payload, Sunk: s.Sunk()}
 	if c := s.Chunk(); c != nil {
 		seg.Buf = c // the segment's reference, released by Segment.Release
 	}
-	return seg, nil
+	return nil
 }
 
 // segmentKind classifies an untagged segment by its queue and opcode.

@@ -110,10 +110,11 @@ type MessageReceiver interface {
 	// that took bytes, unix.EAGAIN when there were none, ErrPeerClosed at
 	// the end of the peer's stream, or the socket's error.
 	Fill() error
-	// NextSegment returns the next received segment of a message,
-	// ErrIncomplete when none has arrived whole, or the peer's protocol
-	// fault (which Terminate reports).
-	NextSegment() (Segment, error)
+	// NextSegment puts the next received segment of a message in *seg
+	// (a Conn's own, reused: one per FPDU, it is not copied from layer to
+	// layer), or returns ErrIncomplete when none has arrived whole, or the
+	// peer's protocol fault (which Terminate reports).
+	NextSegment(seg *Segment) error
 	// RejectSegment returns the fault that reports seg, a segment SDP has
 	// no use for, as the transport classifies it for Terminate.
 	RejectSegment(seg Segment) error
