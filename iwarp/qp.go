@@ -885,8 +885,10 @@ func (s *Segment) Chunk() *RxChunk { return s.chunk }
 // reports to the peer with the offending headers.
 func (q *QP) NextSegment() (Segment, error) {
 	var s Segment
-	err := q.NextSegmentTo(&s)
-	return s, err
+	if err := q.NextSegmentTo(&s); err != nil {
+		return Segment{}, err
+	}
+	return s, nil
 }
 
 // NextSegmentTo is NextSegment into *out, which it overwrites (and leaves
