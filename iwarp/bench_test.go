@@ -1,11 +1,10 @@
 package iwarp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // Benchmark sizes are ULPDU lengths. The largest is the longest ULPDU an
@@ -278,24 +277,6 @@ func BenchmarkDecodeStrategy(b *testing.B) {
 	}
 }
 
-// memStream is a ByteStream that reads a fixed stream of octets and takes
-// every write.
-type memStream struct {
-	data []byte
-	off  int
-}
-
-func (m *memStream) Read(b []byte) (int, error) {
-	if m.off == len(m.data) {
-		return 0, unix.EAGAIN
-	}
-	n := copy(b, m.data[m.off:])
-	m.off += n
-	return n, nil
-}
-func (m *memStream) Write(b []byte) (int, error) { return len(b), nil }
-func (m *memStream) SetFd(int)                   {}
-
 // BenchmarkReceiveSegments measures the receive path per FPDU after the
 // read: deframing, the DDP header, the untagged queue's checks and the
 // hand-off of each segment (NextSegment, Release), for 64 KiB Sends cut
@@ -321,7 +302,7 @@ func BenchmarkReceiveSegments(b *testing.B) {
 				if done == fpdus {
 					b.StopTimer()
 					rx = NewQP(-1)
-					rx.UseStream(&memStream{data: wire})
+					rx.UseStream(&pipeStream{in: bytes.NewBuffer(wire), out: new(bytes.Buffer)})
 					rx.StartFullOperation(m.markers, m.markers, m.crc, DefaultMarkerSpacing, 1448)
 					done = 0
 					b.StartTimer()

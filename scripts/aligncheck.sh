@@ -49,7 +49,7 @@ for size in "${sizes[@]}"; do
 		grep -q 'listening on' "$tmp/tcpdump.out" 2>/dev/null && break
 		sleep 0.05
 	done
-	(cd "$tmp" && ip netns exec "$NS_B" env -u LD_PRELOAD LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" \
+	(cd "$tmp" && ip netns exec "$NS_B" env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" \
 		timeout "$secs" NPtcp -h "$ADDR_A" -P "$port" -l "$size" -u "$size" -p 0 -o "$tmp/np.out" \
 		>/dev/null 2>&1) || true
 	stop_proc "$server" 5

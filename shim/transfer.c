@@ -831,14 +831,18 @@ int resolve_connecting(int fd, struct fdent *e, short revents)
 	return 1;
 }
 
-/* high_floor is where the shim's and the engine's own descriptors go: half
- * the descriptor limit, away from the application's. */
+/* floor_for is where the shim's and the engine's own descriptors go under
+ * a descriptor limit of lim: half of it, away from the application's. */
+static int floor_for(rlim_t lim)
+{
+	return lim > 256 && lim / 2 < INT_MAX ? (int)(lim / 2) : 100;
+}
+
+/* high_floor is the floor under the limit now. */
 static int high_floor(void)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256 && rl.rlim_cur / 2 < INT_MAX)
-		return (int)(rl.rlim_cur / 2);
-	return 100;
+	return getrlimit(RLIMIT_NOFILE, &rl) == 0 ? floor_for(rl.rlim_cur) : 100;
 }
 
 /* move_high moves a descriptor of the shim's own (a hidden listener) to a
@@ -865,10 +869,9 @@ void grow_fd_table(void)
 	/* The floor as it will be once the engine has started: Go's runtime
 	 * raises the soft descriptor limit to the hard one (package os). */
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < rl.rlim_cur ||
-	    rl.rlim_max / 2 >= INT_MAX)
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
 		return;
-	int floor = rl.rlim_max > 256 ? (int)(rl.rlim_max / 2) : 100;
+	int floor = floor_for(rl.rlim_max);
 	int fd = open("/", O_PATH | O_CLOEXEC);
 	if (fd < 0)
 		return;

@@ -3,7 +3,6 @@ package tests
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"libsdp/internal/testnet"
 )
 
 // remoteEcho serves one connection on ADDR:PORT, echoing it, and says PORTS once it listens.
@@ -50,40 +51,20 @@ assert got == 1000, got
 // its first connection: one connecting on this host had grown it already for its sock_diag socket.
 // The namespaces and the veth pair between them are the test's own.
 func TestFreshClientGrowsFdTableFirst(t *testing.T) {
-	require.Equal(t, 0, os.Geteuid(), "this test runs as root: it creates network namespaces")
 	shim, ctx := setup(t)
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
-	pid := os.Getpid()
-	nsA, nsB := fmt.Sprintf("sdpfr-a-%d", pid), fmt.Sprintf("sdpfr-b-%d", pid)
-	vA, vB := fmt.Sprintf("sfr%da", pid%100000), fmt.Sprintf("sfr%db", pid%100000)
-	addrA, addrB := fmt.Sprintf("10.84.%d.1", pid%200), fmt.Sprintf("10.84.%d.2", pid%200)
-	ip := func(args ...string) {
-		out, err := exec.CommandContext(ctx, "ip", args...).CombinedOutput()
-		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
-	}
-	t.Cleanup(func() {
-		_ = exec.Command("ip", "netns", "del", nsA).Run()
-		_ = exec.Command("ip", "netns", "del", nsB).Run()
-	})
-	ip("netns", "add", nsA)
-	ip("netns", "add", nsB)
-	ip("link", "add", vA, "netns", nsA, "type", "veth", "peer", "name", vB, "netns", nsB)
-	ip("-n", nsA, "addr", "add", addrA+"/24", "dev", vA)
-	ip("-n", nsB, "addr", "add", addrB+"/24", "dev", vB)
-	for _, n := range []struct{ ns, dev string }{{nsA, vA}, {nsB, vB}, {nsA, "lo"}, {nsB, "lo"}} {
-		ip("-n", n.ns, "link", "set", n.dev, "up")
-	}
+	n := testnet.NewNetns(t, "sdpfr", fmt.Sprintf("10.84.%d", os.Getpid()%200))
 
 	port := strconv.Itoa(freePort(t))
 	env := func(side string) []string {
-		return append(sdpEnv(shim, filepath.Join(dir, side+".%p.log")), "SDP_TRUST_REMOTE="+addrA+","+addrB)
+		return append(sdpEnv(shim, filepath.Join(dir, side+".%p.log")), "SDP_TRUST_REMOTE="+n.AddrA+","+n.AddrB)
 	}
-	srv := startC(ctx, t, dir, "server", env("server"), "ip", "netns", "exec", nsA, python, "-c", remoteEcho, addrA, port)
+	srv := startC(ctx, t, dir, "server", env("server"), "ip", "netns", "exec", n.A, python, "-c", remoteEcho, n.AddrA, port)
 	require.Equal(t, []string{port}, srv.waitPorts(t))
 	trace := filepath.Join(dir, "client.strace")
-	cli := startC(ctx, t, dir, "client", env("client"), "ip", "netns", "exec", nsB,
-		"strace", "-f", "-o", trace, "-e", "trace=fcntl,clone,clone3", python, "-c", remoteClient, addrA, port)
+	cli := startC(ctx, t, dir, "client", env("client"), "ip", "netns", "exec", n.B,
+		"strace", "-f", "-o", trace, "-e", "trace=fcntl,clone,clone3", python, "-c", remoteClient, n.AddrA, port)
 	require.Zero(t, exitCode(ctx, t, cli), "client: %s", outText(t, cli))
 	require.Zero(t, exitCode(ctx, t, srv), "server: %s", outText(t, srv))
 	require.Contains(t, logText(t, dir, "client"), "transport=sdp/iwarp", "the client's connection ran over SDP")

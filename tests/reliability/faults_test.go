@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"libsdp/internal/testnet"
 )
 
 var progressRe = regexp.MustCompile(`^PROGRESS `)
@@ -150,45 +152,27 @@ func TestServerRestart(t *testing.T) {
 	t.Logf("server restart: %d of %d connections failed; client sdp_conns=%d tcp_conns=%d", failed, conns, st["sdp_conns"], st["tcp_conns"])
 }
 
-// netns is a pair of network namespaces joined by a veth link, made by the test and removed at
-// its end. The server side is 10.213.7.1, the client side 10.213.7.2.
-type netns struct {
-	a, b, vethA, vethB string
-}
-
 func run(t *testing.T, args ...string) {
 	t.Helper()
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	require.NoError(t, err, "%s: %s", strings.Join(args, " "), out)
 }
 
-func newNetns(t *testing.T) *netns {
+// newNetns makes the namespace pair the faults run between: the server side is 10.213.7.1,
+// the client side 10.213.7.2.
+func newNetns(t *testing.T) *testnet.Netns {
 	t.Helper()
-	id := strconv.Itoa(syscall.Getpid() % 100000)
-	n := &netns{a: "sdprelA" + id, b: "sdprelB" + id, vethA: "sra" + id, vethB: "srb" + id}
-	run(t, "ip", "netns", "add", n.a)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.a).Run() })
-	run(t, "ip", "netns", "add", n.b)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n.b).Run() })
-	run(t, "ip", "link", "add", n.vethA, "netns", n.a, "type", "veth", "peer", "name", n.vethB, "netns", n.b)
-	run(t, "ip", "-n", n.a, "addr", "add", "10.213.7.1/24", "dev", n.vethA)
-	run(t, "ip", "-n", n.b, "addr", "add", "10.213.7.2/24", "dev", n.vethB)
-	for _, ns := range []string{n.a, n.b} {
-		run(t, "ip", "-n", ns, "link", "set", "lo", "up")
-	}
-	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "up")
-	run(t, "ip", "-n", n.b, "link", "set", n.vethB, "up")
-	return n
+	return testnet.NewNetns(t, "sdprel", "10.213.7")
 }
 
 // transferInNetns runs a preloaded sink in namespace a and a preloaded sender in b.
-func transferInNetns(t *testing.T, n *netns, dir string, bytes, conns, kibps int, clientEnv ...string) (srv, cli *prog) {
+func transferInNetns(t *testing.T, n *testnet.Netns, dir string, bytes, conns, kibps int, clientEnv ...string) (srv, cli *prog) {
 	t.Helper()
-	srv = startIn(t, "sink", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.a}, relprog, "sink", "0", "10.213.7.1")
+	srv = startIn(t, "sink", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.A}, relprog, "sink", "0", "10.213.7.1")
 	p := srv.port(t)
 	srv.waitLine(t, regexp.MustCompile(`^PORTS`), 10*time.Second)
 	// The sink's namespace is another host to the sender, which the test vouches for.
-	cli = startIn(t, "send", sdpEnv(dir, "client", append([]string{"SDP_TRUST_REMOTE=10.213.7.1"}, clientEnv...)...), []string{"ip", "netns", "exec", n.b}, relprog, "send", "10.213.7.1",
+	cli = startIn(t, "send", sdpEnv(dir, "client", append([]string{"SDP_TRUST_REMOTE=10.213.7.1"}, clientEnv...)...), []string{"ip", "netns", "exec", n.B}, relprog, "send", "10.213.7.1",
 		strconv.Itoa(p), strconv.Itoa(bytes), strconv.Itoa(conns), "17", strconv.Itoa(kibps))
 	return srv, cli
 }
@@ -218,9 +202,9 @@ func TestLinkDown(t *testing.T) {
 	dir := logDir(t)
 	srv, cli := transferInNetns(t, n, dir, 32<<20, 1, 4<<10)
 	srv.waitLine(t, progressRe, 30*time.Second)
-	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "down")
+	run(t, "ip", "-n", n.A, "link", "set", n.VethA, "down")
 	time.Sleep(5 * time.Second) // the outage being tested, not a synchronisation
-	run(t, "ip", "-n", n.a, "link", "set", n.vethA, "up")
+	run(t, "ip", "-n", n.A, "link", "set", n.VethA, "up")
 	checkIntact(t, dir, srv, cli, 1)
 }
 
@@ -230,7 +214,7 @@ func TestPacketLoss(t *testing.T) {
 	_, err := exec.LookPath("nft")
 	require.NoError(t, err, "nft is missing: run make deps")
 	n := newNetns(t)
-	for _, ns := range []string{n.a, n.b} {
+	for _, ns := range []string{n.A, n.B} {
 		run(t, "ip", "netns", "exec", ns, "nft", "add table inet sdploss")
 		run(t, "ip", "netns", "exec", ns, "nft", "add chain inet sdploss in { type filter hook input priority 0 ; }")
 		run(t, "ip", "netns", "exec", ns, "nft", "add rule inet sdploss in meta l4proto tcp numgen random mod 100 < 5 counter drop")
@@ -243,7 +227,7 @@ func TestPacketLoss(t *testing.T) {
 	// for the Request as long as TCP's own retransmissions may take.
 	srv, cli := transferInNetns(t, n, dir, 8<<20, 2, 0, "SDP_CONNECT_TIMEOUT=30000")
 	checkIntact(t, dir, srv, cli, 2)
-	out, err := exec.Command("ip", "netns", "exec", n.a, "nft", "list", "chain", "inet", "sdploss", "in").CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", n.A, "nft", "list", "chain", "inet", "sdploss", "in").CombinedOutput()
 	require.NoError(t, err)
 	m := regexp.MustCompile(`packets (\d+)`).FindSubmatch(out)
 	require.NotNil(t, m, "%s", out)
@@ -306,9 +290,9 @@ except socket.timeout:
 func TestLateAcceptOtherHost(t *testing.T) {
 	n := newNetns(t)
 	dir := logDir(t)
-	srv := startIn(t, "late", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.a}, "/usr/bin/python3", "-c", lateServerPy, "10.213.7.1")
+	srv := startIn(t, "late", sdpEnv(dir, "server"), []string{"ip", "netns", "exec", n.A}, "/usr/bin/python3", "-c", lateServerPy, "10.213.7.1")
 	p := srv.port(t)
-	cli := startIn(t, "client", sdpEnv(dir, "client", "SDP_TRUST_REMOTE=10.213.7.0/24"), []string{"ip", "netns", "exec", n.b},
+	cli := startIn(t, "client", sdpEnv(dir, "client", "SDP_TRUST_REMOTE=10.213.7.0/24"), []string{"ip", "netns", "exec", n.B},
 		"/usr/bin/python3", "-c", `
 import socket, sys
 c = socket.create_connection(("10.213.7.1", int(sys.argv[1])))
