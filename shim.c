@@ -384,6 +384,8 @@ static int connect_policy(int fd, struct fdent *e, const struct sockaddr *addr)
 	e->sdp_only = mode == MODE_SDP;
 	if (mode == MODE_BOTH && neg_lookup(addr))
 		return SDP_REASON_CACHED;
+	if (mode == MODE_BOTH && cfg.short_tcp && short_peer(addr, e->app_port))
+		return SDP_REASON_SHORT;
 	if (mode == MODE_BOTH && over_conn_cap())
 		return SDP_REASON_LIMIT;
 	int why = trusted(fd, e, addr, e->app_port);

@@ -31,6 +31,7 @@ enum sdp_reason {
 	SDP_REASON_UNTRUSTED = 12, /* the mapped port is not the application port owner's */
 	SDP_REASON_REMOTE = 13,    /* another host that SDP_TRUST_REMOTE does not name */
 	SDP_REASON_PEER_CLOSED = 14, /* accepted on the SDP port, closed by the peer before any byte */
+	SDP_REASON_SHORT = 15,     /* this process's last connections to the peer each carried little */
 	SDP_REASON_MAX
 };
 /* Added to SDP_REASON_PEER_CLOSED: the peer left by a reset, whose report
@@ -80,6 +81,11 @@ struct sdp_engine_config {
 
 /* Function types the shim resolves with dlsym. */
 typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
+/* 1 when a connection about to be made to addr (16 octets, IPv4 as
+ * v4-mapped) at port (the SDP port it would go to) should go over plain TCP:
+ * this process's last connections there each carried too little for SDP's
+ * set-up to pay (preload/shortconns.go); 0 otherwise. Optional. */
+typedef int (*sdp_short_peer_fn)(const uint8_t *addr, int port);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);

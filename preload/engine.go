@@ -470,6 +470,9 @@ func closeConn(fd int) {
 		return
 	}
 	logFailure(fd, c)
+	// What it carried is known now: a connection that lingers must not
+	// leave the next connect to its peer without its count.
+	endShort(c)
 	now := time.Now()
 	if lingerZero(fd) {
 		// SO_LINGER {1, 0}: AbortConn now, and the application's close

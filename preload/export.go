@@ -260,6 +260,17 @@ func sdp_threads(n C.int) (rc C.int) {
 	return 0
 }
 
+//export sdp_short_peer
+func sdp_short_peer(addr *C.uint8_t, port C.int) (rc C.int) {
+	defer guard(-1, &rc)
+	peer := peerKey{port: uint16(port)}
+	copy(peer.addr[:], unsafe.Slice((*byte)(unsafe.Pointer(addr)), len(peer.addr)))
+	if shortTCP(peer) {
+		return 1
+	}
+	return 0
+}
+
 //export sdp_set_buffers
 func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
 	defer guard(int(fd), &rc)

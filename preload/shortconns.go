@@ -7,17 +7,30 @@ import (
 	"libsdp/sdpcore"
 )
 
-// Shared memory's set-up (a rendezvous socket and a region for each connection) costs a
-// connection about twice iWARP's CPU and its first message a wait for the accepting side's
-// choice; a connection that carries a few KiB and closes, as HTTP without keep-alive does, never
-// earns that back. So a connecting side whose last shortRun connections to one peer each ended
-// having carried less than shortBytes offers no shared memory to it (sdpstat and the log say
-// why), until one of its connections to that peer carries more. A process's first connections
-// to a peer always offer it.
+// A connection that carries a few KiB and closes, as HTTP without keep-alive does, never earns
+// back SDP's set-up: its discovery, MPA and Hello exchange, its engine state and its close cost
+// each side of such a connection 3-5 times what TCP does for it (`ab` against nginx, README), and
+// shared memory's (a rendezvous socket and a region for each connection) about twice iWARP's
+// again. A connection is short when it ended having carried less than shortBytes in fewer than
+// shortMsgs SDP messages: one that carried many small messages (a benchmark's, a database
+// session's) is where SDP's cost per message wins, whatever its bytes. So a connecting side
+// whose last shortRun connections to one peer were short offers that peer no shared memory, and once shortTCPRun of them
+// did, makes its next ones there over plain TCP (SDP_SHORT_TCP; the shim asks, sdp_short_peer;
+// sdpstat and the log say reason=short-connections). After shortProbeFirst of those one still
+// goes over SDP, without shared memory, to notice a peer whose connections carry more (the
+// table cannot see what a TCP connection carries); each such that carries little again doubles
+// the interval, up to shortProbeMax, and one that carries more ends both rules for that peer. A
+// process's first connections to a peer always go over SDP. shortTCPRun is twice shortRun so
+// that a peer whose connections are now long, now short, keeps SDP for the long ones: four
+// short ones in a row are common there, eight less so.
 const (
-	shortBytes = 64 << 10
-	shortRun   = 4
-	shortPeers = 1024 // peers remembered; beyond that the table starts again
+	shortBytes      = 64 << 10
+	shortMsgs       = 64
+	shortRun        = 4
+	shortTCPRun     = 8
+	shortProbeFirst = 16
+	shortProbeMax   = 1024
+	shortPeers      = 1024 // peers remembered; beyond that the table starts again
 )
 
 // peerKey is a peer's address (16 octets, IPv4 as v4-mapped, as iwarp.SocketAddr gives it) and
@@ -29,19 +42,23 @@ type peerKey struct {
 	port uint16
 }
 
-var shorts struct {
-	mu    sync.Mutex
-	run   map[peerKey]int           // consecutive short connections, by peer
-	peers map[*sdpcore.Conn]peerKey // connecting sides made while the table watched
+// shortState is what the table knows of one peer.
+type shortState struct {
+	run     int // consecutive connections that each carried under shortBytes
+	skipped int // connections made over TCP since the last one over SDP
+	every   int // with run at shortTCPRun: after every connections over TCP, one over SDP
 }
 
-// shortPeer returns the peer of fd, a connecting side that may offer shared
-// memory (cfg.SameHost), and turns the offer off in cfg when its recent
-// connections there were all short; the zero key when not watched.
+var shorts struct {
+	mu    sync.Mutex
+	peers map[peerKey]*shortState
+	conns map[*sdpcore.Conn]peerKey // connecting sides made while the table watched
+}
+
+// shortPeer returns the peer of fd, a connecting side, and turns the offer of shared memory off
+// in cfg when its recent connections there were all short; the zero key when the peer cannot be
+// named.
 func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
-	if !cfg.SameHost {
-		return peerKey{}
-	}
 	addr, port, ok := iwarp.SocketAddr(fd, true)
 	if !ok {
 		return peerKey{}
@@ -49,10 +66,27 @@ func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 	peer := peerKey{addr: addr, port: port}
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
-	if shorts.run[peer] >= shortRun {
+	if s := shorts.peers[peer]; s != nil && s.run >= shortRun && cfg.SameHost {
 		cfg.SameHostOff = "the last connections to this peer were short"
 	}
 	return peer
+}
+
+// shortTCP says whether the next connection to peer goes over plain TCP.
+func shortTCP(peer peerKey) bool {
+	shorts.mu.Lock()
+	defer shorts.mu.Unlock()
+	s := shorts.peers[peer]
+	if s == nil || s.run < shortTCPRun {
+		return false
+	}
+	if s.skipped < s.every {
+		s.skipped++
+		return true
+	}
+	s.skipped = 0
+	s.every = min(2*s.every, shortProbeMax)
+	return false
 }
 
 // watchShort remembers that c is a connecting side to peer (if valid).
@@ -61,29 +95,45 @@ func watchShort(c *sdpcore.Conn, peer peerKey) {
 		return
 	}
 	shorts.mu.Lock()
-	if shorts.peers == nil {
-		shorts.peers = make(map[*sdpcore.Conn]peerKey)
+	if shorts.conns == nil {
+		shorts.conns = make(map[*sdpcore.Conn]peerKey)
 	}
-	shorts.peers[c] = peer
+	shorts.conns[c] = peer
 	shorts.mu.Unlock()
 }
 
-// endShort records how much c, at its end, carried.
+// endShort records how much c carried, at the application's close or at its end, whichever
+// comes first: sent, received, and accepted but not sent yet.
 func endShort(c *sdpcore.Conn) {
 	shorts.mu.Lock()
+	peer, ok := shorts.conns[c]
+	delete(shorts.conns, c)
+	shorts.mu.Unlock()
+	if ok {
+		st := c.Stats()
+		shortEnded(peer, st.PayloadTx+st.PayloadRx+uint64(max(c.Unsent(), 0)), st.MsgsTx+st.MsgsRx)
+	}
+}
+
+// shortEnded records that a connection to peer ended having carried n payload octets in msgs
+// SDP messages.
+func shortEnded(peer peerKey, n, msgs uint64) {
+	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
-	peer, ok := shorts.peers[c]
-	if !ok {
+	if n >= shortBytes || msgs >= shortMsgs {
+		delete(shorts.peers, peer)
 		return
 	}
-	delete(shorts.peers, c)
-	s := c.Stats()
-	if s.PayloadTx+s.PayloadRx >= shortBytes {
-		delete(shorts.run, peer)
-		return
+	if shorts.peers == nil || len(shorts.peers) >= shortPeers {
+		shorts.peers = make(map[peerKey]*shortState)
 	}
-	if shorts.run == nil || len(shorts.run) >= shortPeers {
-		shorts.run = make(map[peerKey]int)
+	s := shorts.peers[peer]
+	if s == nil {
+		s = &shortState{}
+		shorts.peers[peer] = s
 	}
-	shorts.run[peer]++
+	s.run++
+	if s.every == 0 {
+		s.every = shortProbeFirst
+	}
 }

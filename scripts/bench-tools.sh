@@ -19,6 +19,7 @@
 #   bash scripts/bench-tools.sh      (sockperf and NPtcp: bash scripts/install-bench-deps.sh)
 #   TOOLS_NETS="veth"   TOOLS_RUNS=3   TOOLS_SECONDS=4   TOOLS_CFGS="iwarp shm"
 #   TOOLS_CASES="iperf sockperf np ab"   TOOLS_IPERF_LENS="64K 100K" (more iperf3 write sizes)
+#   TOOLS_SDP_ENV="SDP_SHORT_TCP=0" (more settings for both preloaded ends)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/lib.sh
@@ -51,10 +52,11 @@ place() {
 	fi
 }
 
-# envof CFG: the environment of both ends (none for plain TCP).
+# envof CFG: the environment of both ends (none for plain TCP); TOOLS_SDP_ENV is added to the
+# preloaded ones (for one, SDP_SHORT_TCP=0: ab's connections over SDP every one).
 envof() {
-	[[ $1 == iwarp ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=0"
-	[[ $1 == shm ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=1"
+	[[ $1 == iwarp ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=0 ${TOOLS_SDP_ENV:-}"
+	[[ $1 == shm ]] && echo "LD_PRELOAD=$LIBSDP_SO SDP_ENGINE=$LIBSDP_ENGINE SDP_SHM=1 ${TOOLS_SDP_ENV:-}"
 	return 0
 }
 

@@ -20,6 +20,7 @@ struct shim_cfg cfg = {
 	.flow_control = SET_FLOW_CONTROL_DEFAULT,
 	.zcopy_threshold = SET_ZCOPY_THRESHOLD_DEFAULT,
 	.shared_memory = SET_SHM_DEFAULT,
+	.short_tcp = SET_SHORT_TCP_DEFAULT,
 	.max_conns = SET_MAX_CONNECTIONS_DEFAULT,
 };
 
@@ -248,6 +249,7 @@ void read_config(void)
 	cfg.flow_control = v[SET_FLOW_CONTROL];
 	cfg.zcopy_threshold = v[SET_ZCOPY_THRESHOLD];
 	cfg.shared_memory = v[SET_SHM];
+	cfg.short_tcp = v[SET_SHORT_TCP];
 	cfg.max_conns = v[SET_MAX_CONNECTIONS];
 	if (cfg.log_level >= 3)
 		log_settings(v);

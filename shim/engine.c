@@ -257,6 +257,7 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w)
 	LAYER(recv_cancel);
 	LAYER(send_cancel);
 	LAYER(set_buffers);
+	LAYER(short_peer);
 #undef LAYER
 }
 
@@ -301,12 +302,32 @@ static int engine_bind(void *h)
 	eng.send_cancel = (sdp_send_cancel_fn)dlsym(h, "sdp_send_cancel");
 	eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
 	eng.threads = (sdp_threads_fn)dlsym(h, "sdp_threads");
+	eng.short_peer = (sdp_short_peer_fn)dlsym(h, "sdp_short_peer");
 	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
 	      eng.dup && eng.query && eng.take_early))
 		return -1;
 	stackbound_engine((void *)eng.init);
 	count_touches();
 	return 0;
+}
+
+/* short_peer says whether the engine, loaded in this process, wants the
+ * connection to dst (app_port: the application's port) over plain TCP: the
+ * process's last connections there each carried too little for SDP's
+ * set-up to pay (preload/shortconns.go). The engine keys peers as the
+ * kernel names them, IPv4 as v4-mapped, at the SDP port. */
+int short_peer(const struct sockaddr *dst, int app_port)
+{
+	if (!eng.short_peer || engine_pid != my_pid())
+		return 0;
+	uint8_t ip[16];
+	ip16(dst, ip);
+	if (dst->sa_family == AF_INET)
+		ip[10] = ip[11] = 0xff;
+	engine_depth++;
+	int r = eng.short_peer(ip, sdp_port(app_port));
+	engine_depth--;
+	return r == 1;
 }
 
 /* engine_init starts the engine with the process's settings. */

@@ -98,6 +98,7 @@ const char *reason_name(int r)
 		"none", "timeout", "foreign", "version", "refused", "rule",
 		"plain-peer", "after-fork", "engine-unavailable", "cached", "sdp-port-busy",
 		"resource-limit", "untrusted-sdp-port", "untrusted-remote", "closed-before-handshake",
+		"short-connections",
 	};
 	return (r >= 0 && r < SDP_REASON_MAX) ? names[r] : "unknown";
 }

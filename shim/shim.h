@@ -111,6 +111,7 @@ struct shim_cfg {
 	int flow_control; /* asked for in the Hello; its code there */
 	long zcopy_threshold;
 	int shared_memory; /* SDP_SHM: asked for in the Hello */
+	int short_tcp;     /* SDP_SHORT_TCP: peers whose connections carry little get TCP */
 	int max_conns;
 };
 extern struct shim_cfg cfg;
@@ -204,6 +205,7 @@ struct shim_engine {
 	sdp_send_cancel_fn send_cancel; /* optional: Read ZCopy */
 	sdp_set_buffers_fn set_buffers; /* optional: SO_SNDBUF, SO_RCVBUF */
 	sdp_threads_fn threads;         /* optional: the application's threads using it */
+	sdp_short_peer_fn short_peer;   /* optional: peers whose connections carry little */
 };
 extern struct shim_engine eng;
 void eng_layer(struct shim_engine *below, const struct shim_engine *w);
@@ -325,6 +327,7 @@ void load_rules(const char *path);
 int rule_mode(int role, const struct sockaddr *sa);
 int neg_lookup(const struct sockaddr *sa);
 void neg_add(const struct sockaddr *sa);
+int short_peer(const struct sockaddr *dst, int app_port);
 
 /* shim/fallback.c */
 int is_carried(int level, int name);

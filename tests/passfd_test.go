@@ -110,7 +110,8 @@ func runHandoff(ctx context.Context, t *testing.T, shim, dir string, n int, mode
 	p.waitListening(ctx, t, port, sdpPort(port))
 
 	cli := exec.CommandContext(ctx, python, "-c", handoffClientPy, strconv.Itoa(port), strconv.Itoa(n))
-	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), env...)
+	// Every connection over SDP, those that carry little too: the hand-off is SDP's.
+	cli.Env = append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), append([]string{"SDP_SHORT_TCP=0"}, env...)...)
 	got, err := cli.CombinedOutput()
 	require.NoError(t, err, "%s", got)
 	assert.Equal(t, "WRONG 0\n", string(got))

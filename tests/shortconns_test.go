@@ -31,32 +31,48 @@ print("ok", flush=True)
 `
 
 // TestShortConnections: a preloaded client whose last 4 connections to a preloaded server each
-// carried under 64 KiB offers it no shared memory (the set-up costs such a connection more than
-// it saves) and says why, until one of its connections there carries more; a process's first
-// connections always offer it.
+// carried under 64 KiB in a few messages offers it no shared memory, and once 8 did, makes its next ones there over
+// plain TCP (SDP's set-up costs such a connection more than it saves), saying why; after 16 of
+// them one goes over SDP again, without shared memory, and when that one carries more, the next
+// ones are SDP's with shared memory again. A process's first connections always use SDP.
 func TestShortConnections(t *testing.T) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
 	dumpLogsOnFailure(t, dir)
-	sizes := []int{1, 1, 1, 1, 1, 1, 256 << 10, 1, 1}
+	var sizes, want []string
+	add := func(n int, size, transport string) {
+		for range n {
+			sizes, want = append(sizes, size), append(want, transport)
+		}
+	}
+	add(4, "1", "shm")
+	add(4, "1", "iwarp")
+	add(16, "1", "tcp")
+	add(1, strconv.Itoa(256<<10), "iwarp")
+	add(2, "1", "shm")
 	port := freePort(t)
 	srv := startC(ctx, t, dir, "server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), "SDP_SHM=1"),
 		python, "-c", echoServer, strconv.Itoa(port), strconv.Itoa(len(sizes)))
 	require.Equal(t, []string{strconv.Itoa(port)}, srv.waitPorts(t))
-	args := []string{"-c", shortClient, strconv.Itoa(port)}
-	for _, n := range sizes {
-		args = append(args, strconv.Itoa(n))
-	}
-	cli := startC(ctx, t, dir, "client", append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), "SDP_SHM=1"),
-		python, args...)
+	cli := startC(ctx, t, dir, "client",
+		append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), "SDP_SHM=1"),
+		python, append([]string{"-c", shortClient, strconv.Itoa(port)}, sizes...)...)
 	require.Zero(t, exitCode(ctx, t, cli), "client: %s", outText(t, cli))
 	require.Zero(t, exitCode(ctx, t, srv), "server: %s", outText(t, srv))
 
-	ends := regexp.MustCompile(`fd \d+ clos(?:ed|ing) transport=(\S+)(.*)`).FindAllStringSubmatch(logText(t, dir, "client"), -1)
-	require.Len(t, ends, len(sizes), "one line per connection")
+	// One line per connection, in order: the engine's at an SDP connection's end, the shim's
+	// when a connect goes to TCP.
+	lines := regexp.MustCompile(`fd \d+ (?:clos(?:ed|ing) transport=(sdp/\S+)(.*)|transport=tcp reason=(\S+))`).
+		FindAllStringSubmatch(logText(t, dir, "client"), -1)
+	require.Len(t, lines, len(sizes), "one line per connection")
 	const why = `shm="the last connections to this peer were short"`
-	for i, want := range []string{"shm", "shm", "shm", "shm", "iwarp", "iwarp", "iwarp", "shm", "shm"} {
-		assert.Equal(t, "sdp/"+want, ends[i][1], "connection %d (%d bytes)", i+1, sizes[i])
-		assert.Equal(t, want == "iwarp", strings.Contains(ends[i][2], why), "connection %d: %s", i+1, ends[i][2])
+	for i, w := range want {
+		got := lines[i][1]
+		if w == "tcp" {
+			assert.Equal(t, "short-connections", lines[i][3], "connection %d (%s bytes)", i+1, sizes[i])
+			continue
+		}
+		assert.Equal(t, "sdp/"+w, got, "connection %d (%s bytes)", i+1, sizes[i])
+		assert.Equal(t, w == "iwarp", strings.Contains(lines[i][2], why), "connection %d: %s", i+1, lines[i][2])
 	}
 }

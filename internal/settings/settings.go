@@ -104,6 +104,8 @@ var (
 		Readers: Shim | Engine, Meaning: "bytes from which a blocking call goes by zero copy (shim: which calls wait; engine: which sends); 0: never"}
 	SharedMemory = &Setting{Name: "SDP_SHM", Kind: Bool, Default: "1",
 		Readers: Shim | Engine, Meaning: "between two processes on this host, move SDP's messages through shared memory instead of TCP (shim: asked for in the Hello; engine: offered and taken)"}
+	ShortTCP = &Setting{Name: "SDP_SHORT_TCP", Kind: Bool, Default: "1",
+		Readers: Shim, Meaning: "a connecting process whose last connections to a peer each carried little makes its next ones there over plain TCP"}
 	PollUS = &Setting{Name: "SDP_POLL_US", Kind: Int, Default: "50", Min: 0, Max: 1000000,
 		Readers: Engine, Meaning: "microseconds a blocking call on a shared-memory connection polls the ring before it sleeps; 0: never polls"}
 	TrustRemote = &Setting{Name: "SDP_TRUST_REMOTE", Kind: Text, Default: "unset (no other host)",
@@ -127,7 +129,7 @@ var (
 // All is every setting, in the README's order.
 var All = []*Setting{Mode, PortOffset, ConnectTimeout, HandshakeTimeout, LogLevel, LogFile, Stats,
 	Markers, CRC, MarkerSpacing, BufSize, RecvBufs, FPDUAlign, FlowControl, Buffering, Progress,
-	ZCopyThreshold, SharedMemory, PollUS, TrustRemote, MaxConnections, EnginePath, ConfigFile, ConfigFileOFED,
+	ZCopyThreshold, SharedMemory, ShortTCP, PollUS, TrustRemote, MaxConnections, EnginePath, ConfigFile, ConfigFileOFED,
 	SimpleLibSDP, AlwaysUseSDP, TestPanic}
 
 // Lookup returns the setting called name, or nil.

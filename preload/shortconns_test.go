@@ -1,0 +1,113 @@
+package main
+
+import (
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"libsdp/sdpcore"
+)
+
+// resetShorts empties the table for a test and again after it.
+func resetShorts(t *testing.T) {
+	t.Helper()
+	clear := func() {
+		shorts.mu.Lock()
+		shorts.peers, shorts.conns = nil, nil
+		shorts.mu.Unlock()
+	}
+	clear()
+	t.Cleanup(clear)
+}
+
+// overTCP counts how many of the next n connections to peer go over TCP, and returns the
+// position (1-based) of each that goes over SDP.
+func overTCP(peer peerKey, n int) (tcp int, sdp []int) {
+	for i := 1; i <= n; i++ {
+		if shortTCP(peer) {
+			tcp++
+		} else {
+			sdp = append(sdp, i)
+		}
+	}
+	return tcp, sdp
+}
+
+func TestShortPeersGoOverTCPWithProbes(t *testing.T) {
+	resetShorts(t)
+	peer := peerKey{addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}, port: 28080}
+	other := peerKey{addr: peer.addr, port: 28081}
+
+	for i := 0; i < shortTCPRun-1; i++ {
+		require.False(t, shortTCP(peer), "after %d short connections", i)
+		shortEnded(peer, shortBytes-1, 2)
+	}
+	require.False(t, shortTCP(peer), "after %d short connections", shortTCPRun-1)
+	shortEnded(peer, 100, 2)
+
+	// shortProbeFirst over TCP, then one over SDP (a probe); its short end
+	// doubles the interval.
+	tcp, sdp := overTCP(peer, shortProbeFirst+1)
+	require.Equal(t, shortProbeFirst, tcp)
+	require.Equal(t, []int{shortProbeFirst + 1}, sdp)
+	shortEnded(peer, 1, 2)
+	tcp, sdp = overTCP(peer, 2*shortProbeFirst+1)
+	require.Equal(t, 2*shortProbeFirst, tcp)
+	require.Equal(t, []int{2*shortProbeFirst + 1}, sdp)
+	shortEnded(peer, 1, 2)
+
+	// The interval stops growing at shortProbeMax.
+	for every := 4 * shortProbeFirst; every < shortProbeMax; every *= 2 {
+		_, sdp = overTCP(peer, every+1)
+		require.Equal(t, []int{every + 1}, sdp)
+		shortEnded(peer, 1, 2)
+	}
+	for range 2 {
+		tcp, sdp = overTCP(peer, shortProbeMax+1)
+		require.Equal(t, shortProbeMax, tcp)
+		require.Equal(t, []int{shortProbeMax + 1}, sdp)
+		shortEnded(peer, 1, 2)
+	}
+
+	// Another port of the same host is another peer.
+	require.False(t, shortTCP(other))
+
+	// A probe that carries more ends the rule; so does one of many messages.
+	for _, end := range []struct{ n, msgs uint64 }{{shortBytes, 2}, {100, shortMsgs}} {
+		for range shortTCPRun {
+			shortEnded(peer, 1, 2)
+		}
+		for i := 0; i <= shortProbeMax && shortTCP(peer); i++ {
+		}
+		shortEnded(peer, end.n, end.msgs)
+		tcp, _ = overTCP(peer, 3*shortProbeFirst)
+		require.Zero(t, tcp, "connections over TCP after one carried %d octets in %d messages", end.n, end.msgs)
+	}
+}
+
+func TestShortPeerTurnsSharedMemoryOffForProbes(t *testing.T) {
+	resetShorts(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	conn, err := net.Dial("tcp4", ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	var fd int
+	require.NoError(t, raw.Control(func(f uintptr) { fd = int(f) }))
+
+	cfg := sdpcore.Config{SameHost: true}
+	peer := shortPeer(fd, &cfg)
+	want := peerKey{addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}, port: uint16(ln.Addr().(*net.TCPAddr).Port)}
+	require.Equal(t, want, peer, "the key the shim builds for 127.0.0.1 (short_peer)")
+	require.Empty(t, cfg.SameHostOff)
+	for range shortRun {
+		shortEnded(peer, 1, 2)
+	}
+	cfg = sdpcore.Config{SameHost: true}
+	require.Equal(t, peer, shortPeer(fd, &cfg))
+	require.Equal(t, "the last connections to this peer were short", cfg.SameHostOff)
+}
