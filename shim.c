@@ -220,6 +220,25 @@ static void accepted_closed(int c, struct fdent *l, int err)
 	lowat_to_kernel(c, e);
 }
 
+/* plain_accepted registers c, accepted on P itself: a plain client's, or one a
+ * preloaded client made over TCP. */
+static void plain_accepted(int c, struct fdent *l)
+{
+	struct fdent *e = entry_new(c, K_CAND, l->family);
+	if (e) {
+		e->passive = 1;
+		mark_tcp(c, e, SDP_REASON_PLAIN_PEER);
+	}
+}
+
+/* A listener whose clients come to P itself (plain programs, and preloaded
+ * ones whose connections there carry little: short-connections) would pay
+ * every accept a failed accept4 on the empty hidden listener, which is asked
+ * first. After PLAIN_FIRST connections in a row to P, a non-blocking accept
+ * asks P first, and the hidden listener first again at every PLAIN_FIRST-th
+ * call, so that an SDP client waits behind at most that many plain ones. */
+#define PLAIN_FIRST 8
+
 int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
 	struct fdent *l = ours(fd);
@@ -232,9 +251,23 @@ int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		}
 		return c;
 	}
+	unsigned run = atomic_load_explicit(&l->plain_run, memory_order_relaxed);
+	int nb = -1, plain_tried = 0;
+	if (run >= PLAIN_FIRST && run % PLAIN_FIRST != 0 && !l->sdp_only && (nb = is_nonblocking(fd)) == 1) {
+		int c = real.accept4(fd, addr, len, flags);
+		if (c >= 0) {
+			atomic_fetch_add_explicit(&l->plain_run, 1, memory_order_relaxed);
+			plain_accepted(c, l);
+			return c;
+		}
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
+			return -1;
+		plain_tried = 1;
+	}
 	for (;;) {
 		int c = real.accept4(l->hidden, addr, len, flags);
 		if (c >= 0) {
+			atomic_store_explicit(&l->plain_run, 0, memory_order_relaxed);
 			/* A connecting side that gave up (and went to TCP) said so
 			 * with an MPA Reject: the application never sees it. One that
 			 * closed before the handshake is returned plain and at end of
@@ -255,7 +288,13 @@ int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
 			return -1;
-		int nb = is_nonblocking(fd);
+		if (plain_tried) {
+			/* P was empty a moment ago: its EAGAIN stands. */
+			errno = EAGAIN;
+			return -1;
+		}
+		if (nb < 0)
+			nb = is_nonblocking(fd);
 		if (!nb) {
 			struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = l->hidden, .events = POLLIN } };
 			if (real.poll(p, 2, -1) < 0)
@@ -279,11 +318,8 @@ int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 			continue;
 		}
 		if (c >= 0) {
-			struct fdent *e = entry_new(c, K_CAND, l->family);
-			if (e) {
-				e->passive = 1;
-				mark_tcp(c, e, SDP_REASON_PLAIN_PEER);
-			}
+			atomic_fetch_add_explicit(&l->plain_run, 1, memory_order_relaxed);
+			plain_accepted(c, l);
 		}
 		return c;
 	}

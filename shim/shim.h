@@ -149,6 +149,7 @@ struct fdent {
 	int reqlen;
 	int shared;           /* dup'ed or inherited before use: may share its socket */
 	int sdp_only;         /* a rule says sdp: no TCP fallback, no TCP clients */
+	_Atomic unsigned plain_run; /* K_LISTEN: connections in a row that came to P itself (do_accept) */
 	int so_error;         /* a failed non-blocking connect, for SO_ERROR */
 	int dupped;           /* another descriptor may refer to the same socket */
 	_Atomic int epsets;   /* epoll registrations of it, not deleted (epoll.c); 1: a look may say ALONE */
