@@ -81,10 +81,11 @@ struct sdp_engine_config {
 
 /* Function types the shim resolves with dlsym. */
 typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
-/* 1 when a connection about to be made to addr (16 octets, IPv4 as
- * v4-mapped) at port (the SDP port it would go to) should go over plain TCP:
- * this process's last connections there each carried too little for SDP's
- * set-up to pay (preload/shortconns.go); 0 otherwise. Optional. */
+/* How many connections to addr (16 octets, IPv4 as v4-mapped) at port (the
+ * SDP port they would go to), the one about to be made first, should go over
+ * plain TCP before the engine is asked again: this process's last connections
+ * there each carried too little for SDP's set-up to pay
+ * (preload/shortconns.go); 0: this one goes over SDP. Optional. */
 typedef int (*sdp_short_peer_fn)(const uint8_t *addr, int port);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);

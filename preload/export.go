@@ -265,10 +265,7 @@ func sdp_short_peer(addr *C.uint8_t, port C.int) (rc C.int) {
 	defer guard(-1, &rc)
 	peer := peerKey{port: uint16(port)}
 	copy(peer.addr[:], unsafe.Slice((*byte)(unsafe.Pointer(addr)), len(peer.addr)))
-	if shortTCP(peer) {
-		return 1
-	}
-	return 0
+	return C.int(shortTCP(peer))
 }
 
 //export sdp_set_buffers

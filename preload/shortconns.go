@@ -30,6 +30,7 @@ const (
 	shortTCPRun     = 8
 	shortProbeFirst = 16
 	shortProbeMax   = 1024
+	shortBatch      = 16   // connections over TCP the shim may make without asking (shortTCP)
 	shortPeers      = 1024 // peers remembered; beyond that the table starts again
 )
 
@@ -73,20 +74,27 @@ func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 }
 
 // shortTCP says whether the next connection to peer goes over plain TCP.
-func shortTCP(peer peerKey) bool {
+//
+// It returns how many connections to peer, this one first, go over TCP before the engine is
+// asked again: 0 when this one goes over SDP. The shim counts them down itself, so that most
+// connects cost no call into the engine (a call wakes the runtime's monitor and costs a
+// connection per request about three system calls); at most shortBatch at a time, so that a
+// peer whose rule ended meanwhile (a long connection made before it ended) gets SDP back soon.
+func shortTCP(peer peerKey) int {
 	shorts.mu.Lock()
 	defer shorts.mu.Unlock()
 	s := shorts.peers[peer]
 	if s == nil || s.run < shortTCPRun {
-		return false
+		return 0
 	}
 	if s.skipped < s.every {
-		s.skipped++
-		return true
+		n := min(s.every-s.skipped, shortBatch)
+		s.skipped += n
+		return n
 	}
 	s.skipped = 0
 	s.every = min(2*s.every, shortProbeMax)
-	return false
+	return 0
 }
 
 // watchShort remembers that c is a connecting side to peer (if valid).

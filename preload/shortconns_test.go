@@ -21,17 +21,28 @@ func resetShorts(t *testing.T) {
 	t.Cleanup(clear)
 }
 
-// overTCP counts how many of the next n connections to peer go over TCP, and returns the
-// position (1-based) of each that goes over SDP.
-func overTCP(peer peerKey, n int) (tcp int, sdp []int) {
+// overTCP makes n connections to peer as the shim does (it counts down what shortTCP answers
+// before it asks again) and returns how many went over TCP, the position (1-based) of each that
+// went over SDP, and how many times the engine was asked.
+func overTCP(t *testing.T, peer peerKey, n int) (tcp int, sdp []int, asked int) {
+	t.Helper()
+	left := 0
 	for i := 1; i <= n; i++ {
-		if shortTCP(peer) {
+		if left > 0 {
+			left--
+			tcp++
+			continue
+		}
+		asked++
+		if k := shortTCP(peer); k > 0 {
+			require.LessOrEqual(t, k, shortBatch)
+			left = k - 1
 			tcp++
 		} else {
 			sdp = append(sdp, i)
 		}
 	}
-	return tcp, sdp
+	return tcp, sdp, asked
 }
 
 func TestShortPeersGoOverTCPWithProbes(t *testing.T) {
@@ -40,48 +51,51 @@ func TestShortPeersGoOverTCPWithProbes(t *testing.T) {
 	other := peerKey{addr: peer.addr, port: 28081}
 
 	for i := 0; i < shortTCPRun-1; i++ {
-		require.False(t, shortTCP(peer), "after %d short connections", i)
+		require.Zero(t, shortTCP(peer), "after %d short connections", i)
 		shortEnded(peer, shortBytes-1, 2)
 	}
-	require.False(t, shortTCP(peer), "after %d short connections", shortTCPRun-1)
+	require.Zero(t, shortTCP(peer), "after %d short connections", shortTCPRun-1)
 	shortEnded(peer, 100, 2)
 
 	// shortProbeFirst over TCP, then one over SDP (a probe); its short end
 	// doubles the interval.
-	tcp, sdp := overTCP(peer, shortProbeFirst+1)
+	tcp, sdp, _ := overTCP(t, peer, shortProbeFirst+1)
 	require.Equal(t, shortProbeFirst, tcp)
 	require.Equal(t, []int{shortProbeFirst + 1}, sdp)
 	shortEnded(peer, 1, 2)
-	tcp, sdp = overTCP(peer, 2*shortProbeFirst+1)
+	tcp, sdp, _ = overTCP(t, peer, 2*shortProbeFirst+1)
 	require.Equal(t, 2*shortProbeFirst, tcp)
 	require.Equal(t, []int{2*shortProbeFirst + 1}, sdp)
 	shortEnded(peer, 1, 2)
 
 	// The interval stops growing at shortProbeMax.
 	for every := 4 * shortProbeFirst; every < shortProbeMax; every *= 2 {
-		_, sdp = overTCP(peer, every+1)
+		_, sdp, _ = overTCP(t, peer, every+1)
 		require.Equal(t, []int{every + 1}, sdp)
 		shortEnded(peer, 1, 2)
 	}
 	for range 2 {
-		tcp, sdp = overTCP(peer, shortProbeMax+1)
+		var asked int
+		tcp, sdp, asked = overTCP(t, peer, shortProbeMax+1)
 		require.Equal(t, shortProbeMax, tcp)
 		require.Equal(t, []int{shortProbeMax + 1}, sdp)
+		// The shim asks once per shortBatch connections, and for the one over SDP.
+		require.Equal(t, shortProbeMax/shortBatch+1, asked)
 		shortEnded(peer, 1, 2)
 	}
 
 	// Another port of the same host is another peer.
-	require.False(t, shortTCP(other))
+	require.Zero(t, shortTCP(other))
 
 	// A probe that carries more ends the rule; so does one of many messages.
 	for _, end := range []struct{ n, msgs uint64 }{{shortBytes, 2}, {100, shortMsgs}} {
 		for range shortTCPRun {
 			shortEnded(peer, 1, 2)
 		}
-		for i := 0; i <= shortProbeMax && shortTCP(peer); i++ {
+		for i := 0; i <= shortProbeMax && shortTCP(peer) > 0; i++ {
 		}
 		shortEnded(peer, end.n, end.msgs)
-		tcp, _ = overTCP(peer, 3*shortProbeFirst)
+		tcp, _, _ = overTCP(t, peer, 3*shortProbeFirst)
 		require.Zero(t, tcp, "connections over TCP after one carried %d octets in %d messages", end.n, end.msgs)
 	}
 }
