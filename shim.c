@@ -253,15 +253,16 @@ int do_accept(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 	}
 	unsigned run = atomic_load_explicit(&l->plain_run, memory_order_relaxed);
 	int nb = -1, plain_tried = 0;
-	if (run >= PLAIN_FIRST && run % PLAIN_FIRST != 0 && !l->sdp_only && (nb = is_nonblocking(fd)) == 1) {
+	if (run >= PLAIN_FIRST && run % PLAIN_FIRST != 0 && !l->sdp_only &&
+	    (nb = is_nonblocking(fd)) == 1) {
 		int c = real.accept4(fd, addr, len, flags);
 		if (c >= 0) {
 			atomic_fetch_add_explicit(&l->plain_run, 1, memory_order_relaxed);
 			plain_accepted(c, l);
 			return c;
 		}
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
-			return -1;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -1; /* ECONNABORTED too: the application asks again, as over TCP */
 		plain_tried = 1;
 	}
 	for (;;) {

@@ -14,15 +14,15 @@ import (
 // again. A connection is short when it ended having carried less than shortBytes in fewer than
 // shortMsgs SDP messages: one that carried many small messages (a benchmark's, a database
 // session's) is where SDP's cost per message wins, whatever its bytes. So a connecting side
-// whose last shortRun connections to one peer were short offers that peer no shared memory, and once shortTCPRun of them
-// did, makes its next ones there over plain TCP (SDP_SHORT_TCP; the shim asks, sdp_short_peer;
-// sdpstat and the log say reason=short-connections). After shortProbeFirst of those one still
-// goes over SDP, without shared memory, to notice a peer whose connections carry more (the
-// table cannot see what a TCP connection carries); each such that carries little again doubles
-// the interval, up to shortProbeMax, and one that carries more ends both rules for that peer. A
-// process's first connections to a peer always go over SDP. shortTCPRun is twice shortRun so
-// that a peer whose connections are now long, now short, keeps SDP for the long ones: four
-// short ones in a row are common there, eight less so.
+// whose last shortRun connections to one peer were short offers that peer no shared memory, and
+// once shortTCPRun of them were, makes its next ones there over plain TCP (SDP_SHORT_TCP; the
+// shim asks, sdp_short_peer; sdpstat and the log say reason=short-connections). After
+// shortProbeFirst of those one still goes over SDP, without shared memory, to notice a peer
+// whose connections carry more (the table cannot see what a TCP connection carries); each such
+// that is short again doubles the interval, up to shortProbeMax, and one that is not ends both
+// rules for that peer. A process's first connections to a peer always go over SDP. shortTCPRun
+// is twice shortRun so that a peer whose connections are now long, now short, keeps SDP for the
+// long ones: four short ones in a row are common there, eight less so.
 const (
 	shortBytes      = 64 << 10
 	shortMsgs       = 64
@@ -45,7 +45,7 @@ type peerKey struct {
 
 // shortState is what the table knows of one peer.
 type shortState struct {
-	run     int // consecutive connections that each carried under shortBytes
+	run     int // consecutive short connections
 	skipped int // connections made over TCP since the last one over SDP
 	every   int // with run at shortTCPRun: after every connections over TCP, one over SDP
 }
