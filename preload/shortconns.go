@@ -46,7 +46,7 @@ type peerKey struct {
 // shortState is what the table knows of one peer.
 type shortState struct {
 	run     int // consecutive short connections
-	skipped int // connections made over TCP since the last one over SDP
+	skipped int // connections the shim was told to make over TCP since the last one over SDP
 	every   int // with run at shortTCPRun: after every connections over TCP, one over SDP
 }
 
@@ -73,10 +73,9 @@ func shortPeer(fd int, cfg *sdpcore.Config) peerKey {
 	return peer
 }
 
-// shortTCP says whether the next connection to peer goes over plain TCP.
-//
-// It returns how many connections to peer, this one first, go over TCP before the engine is
-// asked again: 0 when this one goes over SDP. The shim counts them down itself, so that most
+// shortTCP answers the shim (short_peer, shim/rules.c) before a connection to peer: how many
+// connections there, this one first, go over plain TCP before it asks again; 0 when this one
+// goes over SDP. The shim counts them down itself, so that most
 // connects cost no call into the engine (a call wakes the runtime's monitor and costs a
 // connection per request about three system calls); at most shortBatch at a time, so that a
 // peer whose rule ended meanwhile (a long connection made before it ended) gets SDP back soon.

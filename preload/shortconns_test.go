@@ -12,13 +12,13 @@ import (
 // resetShorts empties the table for a test and again after it.
 func resetShorts(t *testing.T) {
 	t.Helper()
-	clear := func() {
+	empty := func() {
 		shorts.mu.Lock()
 		shorts.peers, shorts.conns = nil, nil
 		shorts.mu.Unlock()
 	}
-	clear()
-	t.Cleanup(clear)
+	empty()
+	t.Cleanup(empty)
 }
 
 // overTCP makes n connections to peer as the shim does (it counts down what shortTCP answers
@@ -100,7 +100,10 @@ func TestShortPeersGoOverTCPWithProbes(t *testing.T) {
 	}
 }
 
-func TestShortPeerTurnsSharedMemoryOffForProbes(t *testing.T) {
+// TestShortPeerOffersNoSharedMemory: after shortRun short connections to a peer, its next
+// connections over SDP (before the TCP rule, and its probes after) offer no shared memory; the
+// peer is named as the kernel names it, as the shim's key for 127.0.0.1 does.
+func TestShortPeerOffersNoSharedMemory(t *testing.T) {
 	resetShorts(t)
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -116,7 +119,7 @@ func TestShortPeerTurnsSharedMemoryOffForProbes(t *testing.T) {
 	cfg := sdpcore.Config{SameHost: true}
 	peer := shortPeer(fd, &cfg)
 	want := peerKey{addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}, port: uint16(ln.Addr().(*net.TCPAddr).Port)}
-	require.Equal(t, want, peer, "the key the shim builds for 127.0.0.1 (short_peer)")
+	require.Equal(t, want, peer, "127.0.0.1 as v4-mapped, the SDP connection's port")
 	require.Empty(t, cfg.SameHostOff)
 	for range shortRun {
 		shortEnded(peer, 1, 2)

@@ -311,52 +311,6 @@ static int engine_bind(void *h)
 	return 0;
 }
 
-/* The engine's answers for peers whose connections carry little: how many
- * more connections there go over TCP without asking it again. A call into
- * the engine wakes its runtime's monitor; a client that connects per
- * request would pay it at every connect. */
-#define SHORT_SLOTS 64
-static struct short_slot { uint8_t ip[16]; uint16_t port; int left; } short_slots[SHORT_SLOTS];
-static pthread_mutex_t short_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* short_peer says whether the engine, loaded in this process, wants the
- * connection to dst (app_port: the application's port) over plain TCP: the
- * process's last connections there each carried too little for SDP's
- * set-up to pay (preload/shortconns.go). The engine keys peers as the
- * kernel names them, IPv4 as v4-mapped, at the SDP port. */
-int short_peer(const struct sockaddr *dst, int app_port)
-{
-	if (!eng.short_peer || engine_pid != my_pid())
-		return 0;
-	uint8_t ip[16];
-	ip16(dst, ip);
-	if (dst->sa_family == AF_INET)
-		ip[10] = ip[11] = 0xff;
-	uint16_t port = sdp_port(app_port);
-	unsigned h = port * 2654435761u;
-	for (int i = 0; i < 16; i++)
-		h = h * 31 + ip[i];
-	struct short_slot *s = &short_slots[h % SHORT_SLOTS];
-	pthread_mutex_lock(&short_mu);
-	int tcp = s->left > 0 && s->port == port && !memcmp(s->ip, ip, 16);
-	if (tcp)
-		s->left--;
-	pthread_mutex_unlock(&short_mu);
-	if (tcp)
-		return 1;
-	engine_depth++;
-	int n = eng.short_peer(ip, port);
-	engine_depth--;
-	if (n <= 0)
-		return 0;
-	pthread_mutex_lock(&short_mu);
-	memcpy(s->ip, ip, 16);
-	s->port = port;
-	s->left = n - 1;
-	pthread_mutex_unlock(&short_mu);
-	return 1;
-}
-
 /* engine_init starts the engine with the process's settings. */
 static int engine_init(void)
 {

@@ -238,6 +238,15 @@ int rule_mode(int role, const struct sockaddr *sa)
 	return MODE_BOTH;
 }
 
+/* dest_hash spreads destinations (ip as ip16 gives it, port) over a cache's slots. */
+static unsigned dest_hash(const uint8_t ip[16], uint16_t port)
+{
+	unsigned h = port * 2654435761u;
+	for (int i = 0; i < 16; i++)
+		h = h * 31 + ip[i];
+	return h;
+}
+
 /* ---- negative cache: destinations without an SDP listener --------------- */
 
 #define NEG_SLOTS 256
@@ -245,20 +254,12 @@ static struct neg { uint8_t ip[16]; uint16_t port; time_t until; } negcache[NEG_
 static pthread_mutex_t neg_mu = PTHREAD_MUTEX_INITIALIZER;
 #define NEG_SECONDS 30
 
-static unsigned neg_hash(const uint8_t ip[16], uint16_t port)
-{
-	unsigned h = port * 2654435761u;
-	for (int i = 0; i < 16; i++)
-		h = h * 31 + ip[i];
-	return h % NEG_SLOTS;
-}
-
 /* neg_slot is sa's slot in the cache; ip and port: sa's, as the cache keeps them. */
 static struct neg *neg_slot(const struct sockaddr *sa, uint8_t ip[16], uint16_t *port)
 {
 	ip16(sa, ip);
 	*port = sa_port(sa);
-	return &negcache[neg_hash(ip, *port)];
+	return &negcache[dest_hash(ip, *port) % NEG_SLOTS];
 }
 
 int neg_lookup(const struct sockaddr *sa)
@@ -282,4 +283,49 @@ void neg_add(const struct sockaddr *sa)
 	n->port = port;
 	n->until = time(NULL) + NEG_SECONDS;
 	pthread_mutex_unlock(&neg_mu);
+}
+
+/* ---- short peers: destinations whose connections carry little ----------- */
+
+/* The engine's answers (preload/shortconns.go): how many more connections
+ * to a peer go over TCP before it is asked again. A call into the engine
+ * wakes its runtime's monitor; a client that connects per request would pay
+ * it at every connect. */
+#define SHORT_SLOTS 64
+static struct short_peer { uint8_t ip[16]; uint16_t port; int left; } shortcache[SHORT_SLOTS];
+static pthread_mutex_t short_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* short_peer says whether the engine, loaded in this process, wants the
+ * connection to dst (app_port: the application's port) over plain TCP: the
+ * process's last connections there each carried too little for SDP's
+ * set-up to pay. The engine keys peers as the kernel names them, IPv4 as
+ * v4-mapped, at the SDP port. */
+int short_peer(const struct sockaddr *dst, int app_port)
+{
+	if (!eng.short_peer || engine_pid != my_pid())
+		return 0;
+	uint8_t ip[16];
+	ip16(dst, ip);
+	if (dst->sa_family == AF_INET)
+		ip[10] = ip[11] = 0xff;
+	uint16_t port = sdp_port(app_port);
+	struct short_peer *s = &shortcache[dest_hash(ip, port) % SHORT_SLOTS];
+	pthread_mutex_lock(&short_mu);
+	int tcp = s->left > 0 && s->port == port && !memcmp(s->ip, ip, 16);
+	if (tcp)
+		s->left--;
+	pthread_mutex_unlock(&short_mu);
+	if (tcp)
+		return 1;
+	engine_depth++;
+	int n = eng.short_peer(ip, port);
+	engine_depth--;
+	if (n <= 0)
+		return 0;
+	pthread_mutex_lock(&short_mu);
+	memcpy(s->ip, ip, 16);
+	s->port = port;
+	s->left = n - 1;
+	pthread_mutex_unlock(&short_mu);
+	return 1;
 }
