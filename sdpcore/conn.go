@@ -137,8 +137,6 @@ type Conn struct {
 	// the peer grants peerBufs buffers as of our message peerAck.
 	mseq, peerAck uint32
 	peerBufs      int
-	helloBufs     int  // the peer's first grant (its Hello or HelloAck): small sends keep to it (hostcredit.go)
-	hostBufs      bool // this side granted sameHostBufs for shared memory
 	peerBufSize   int
 	recvSeq       uint32 // MSeq of the last message received
 	bufs          int    // receive buffers we offer in all
@@ -719,7 +717,6 @@ func (c *Conn) onRequest(now time.Time) bool {
 	c.bufs, c.bufSize = c.cfg.RecvBufs, c.cfg.BufSize
 	c.posted, c.advBufs = c.bufs, c.bufs
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.LocalRcvSz)
-	c.helloBufs = c.peerBufs
 	// Both ends use the mode both asked for; any difference, or a peer
 	// that asks for nothing, means credit, which every SDP peer has.
 	c.fc = FlowCredit
@@ -808,7 +805,6 @@ func (c *Conn) onReply() bool {
 	}
 	req := c.sent
 	c.peerBufs, c.peerBufSize = int(h.Bufs), int(h.ActRcvSz)
-	c.helloBufs = c.peerBufs
 	c.peerWZ = c.ownWZ && h.Cap&CapWriteZCopy != 0
 	if c.ownSH {
 		c.joinSameHost(&h)
@@ -1086,7 +1082,6 @@ func (c *Conn) maybeReturnCredits() {
 
 // advertise records that the message being sent carries our free buffers.
 func (c *Conn) advertise() {
-	c.growForSameHost()
 	c.advBufs, c.advAck, c.freed = c.posted, c.recvSeq, 0
 }
 

@@ -158,7 +158,7 @@ func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (i
 	if c.zcopyOK(bufs, flags) && c.startZCopy(bufs[0], now) {
 		return 0, ErrWouldBlock // the call waits for the answer and comes back (collectZCopy)
 	}
-	sent := c.push(bufs, total, now, true, total >= bulkSend)
+	sent := c.push(bufs, total, now, true)
 	if sent < total && c.creditQueue() {
 		// Out of credits (the peer's application has not read yet): up to
 		// queueSmall bytes wait in the send queue, as bytes wait in TCP's
@@ -188,17 +188,17 @@ func (c *Conn) sendFlagsLocked(bufs [][]byte, flags SendFlags, now time.Time) (i
 // push sends up to total bytes of bufs as the flow-control mode allows and
 // returns how many it took. With mayProgress it may read the socket for
 // credits.
-func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress, bulk bool) int {
+func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
 	if c.ringSend() {
 		return c.pushRing(bufs, total)
 	}
 	sent := 0
 	for sent < total && c.phase() == stEstablished && c.tr.TxPending() < c.txBacklog() {
-		if c.creditsFor(bulk) < 2 {
+		if c.credits() < 2 {
 			if mayProgress {
 				c.progress(now)
 			}
-			if c.creditsFor(bulk) < 2 || c.phase() != stEstablished {
+			if c.credits() < 2 || c.phase() != stEstablished {
 				c.stats.CreditStalls++
 				c.creditStalled = true
 				c.maybeReturnCredits() // the peer may wait for ours to send them
@@ -331,7 +331,7 @@ func (c *Conn) sendFullCorked(now time.Time) {
 		return
 	}
 	full := len(c.early) / unit * unit
-	n := c.push([][]byte{c.early[:full]}, full, now, false, false)
+	n := c.push([][]byte{c.early[:full]}, full, now, false)
 	c.early = c.early[n:]
 	if n > 0 {
 		_ = c.flush()
@@ -348,7 +348,7 @@ const queueSmall = 16 << 10
 // drain (a blocking one would otherwise spin on sends the queue refuses).
 func (c *Conn) creditQueue() bool {
 	return c.fc == FlowCredit && c.phase() == stEstablished && !c.wrShut() && c.tr.TxPending() < c.txBacklog() &&
-		c.creditsFor(false) < 2 && len(c.early) == 0
+		c.credits() < 2 && len(c.early) == 0
 }
 
 // drainEarly sends early (and corked) bytes as far as the mode allows.
@@ -366,7 +366,7 @@ func (c *Conn) drainEarly(now time.Time) {
 		}
 	}
 	if len(c.early) > 0 && c.phase() == stEstablished && !c.wrShutSent() {
-		n := c.push([][]byte{c.early}, len(c.early), now, false, false)
+		n := c.push([][]byte{c.early}, len(c.early), now, false)
 		c.early = c.early[n:]
 	}
 	if len(c.early) == 0 {

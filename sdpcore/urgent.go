@@ -315,12 +315,12 @@ func (c *Conn) sendOOBMsgs(bufs [][]byte, total int, now time.Time, mayProgress 
 	sent := 0
 	if total > 1 {
 		c.txFlags = FlagOOBPend
-		sent = c.push(bufs, total-1, now, mayProgress, false)
+		sent = c.push(bufs, total-1, now, mayProgress)
 	}
 	if sent == total-1 {
 		c.txFlags = FlagOOBPres
 		last := [][]byte{lastByte(bufs)}
-		sent += c.push(last, 1, now, mayProgress, false)
+		sent += c.push(last, 1, now, mayProgress)
 	}
 	return sent
 }

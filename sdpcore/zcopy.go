@@ -255,7 +255,7 @@ func (c *Conn) finishZCopy(now time.Time) (int, error) {
 		c.zcopyPause = orNow(now).Add(zcopyBackoff)
 	}
 	if n < z.n { // SendSM: the rest by buffer copy
-		n += c.push([][]byte{z.buf[n:]}, z.n-n, now, true, z.n >= bulkSend)
+		n += c.push([][]byte{z.buf[n:]}, z.n-n, now, true)
 	}
 	_ = c.flush()
 	if n == 0 {
