@@ -10,49 +10,26 @@ import (
 )
 
 // echoBackPressure is an event loop's echo server on c, as node's
-// socket.pipe(socket) is one: it reads only while it holds nothing unsent,
+// socket.pipe(socket) is one: it reads nothing while its echo has not gone,
 // so that a send that cannot go stops its reading (back-pressure), and at
-// the end of the stream it sends what it holds and shuts down its side.
+// the end of the stream it shuts down its side.
 func echoBackPressure(t *testing.T, c *Conn, until time.Time) error {
 	buf := make([]byte, 64<<10)
-	var pending []byte
-	eof := false
 	for {
-		if len(pending) > 0 {
-			k, err := c.Send([][]byte{pending}, time.Now())
-			if c.NeedsBackground() { // as the engine does after every send
-				go c.Background(time.Minute)
-			}
-			if err == ErrWouldBlock {
-				if err := wait(t, c, EvOut, until); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			pending = pending[k:]
-			continue
-		}
-		if eof {
-			return c.Shutdown(false, true, time.Now())
-		}
-		k, err := c.Recv([][]byte{buf}, 0, time.Now())
-		if err == ErrWouldBlock {
-			if err := wait(t, c, EvIn, until); err != nil {
-				return err
-			}
-			continue
-		}
+		k, err := recvWait(t, c, buf, 0, until)
 		if err != nil {
 			return err
 		}
 		if k == 0 {
-			eof = true
-			continue
+			err := c.Shutdown(false, true, time.Now())
+			if c.NeedsBackground() { // as the engine does after shutdown
+				go c.Background(time.Minute)
+			}
+			return err
 		}
-		pending = append(pending[:0], buf[:k]...)
+		if err := sendBytes(t, c, buf[:k], 0, until); err != nil {
+			return err
+		}
 	}
 }
 
@@ -84,6 +61,9 @@ func TestEchoBackPressure(t *testing.T) {
 				err := sendMixed(t, a, data, rand.New(rand.NewSource(10)), until)
 				if err == nil {
 					err = a.Shutdown(false, true, time.Now())
+					if a.NeedsBackground() { // as the engine does after shutdown
+						go a.Background(time.Minute)
+					}
 				}
 				sent <- err
 			}()
