@@ -42,12 +42,22 @@ func (c *Conn) earlyMax() int {
 	return earlyMax
 }
 
-// rxMax bounds the received payload held for the application.
+// rxMax bounds the received payload held for the application. With credit
+// flow control it is never less than the buffers this side grants: the
+// peer's messages behind them carry its credits and acknowledgements, and a
+// receiver that left them unread while its application waits for its own
+// send to go (an echo that reads only while its echo has gone) would hang
+// both ends, which TCP does not (TestEchoBackPressure with SO_RCVBUF or
+// more buffers). The credits bound what the peer sends anyway.
 func (c *Conn) rxMax() int {
+	n := rxLimit
 	if c.rcvLimit > 0 && c.rcvLimit < rxLimit {
-		return c.rcvLimit
+		n = c.rcvLimit
 	}
-	return rxLimit
+	if c.fc == FlowCredit {
+		n = max(n, c.bufs*c.bufSize)
+	}
+	return n
 }
 
 // msgRoom is the most one Data message may carry now: a sender with a send

@@ -2,6 +2,7 @@ package sdpcore
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand"
 	"testing"
 	"time"
@@ -37,13 +38,29 @@ func echoBackPressure(t *testing.T, c *Conn, until time.Time) error {
 // reading while its echo cannot be sent, and reads every byte back, over
 // shared memory and over iWARP. Both ends' sends wait for each other's
 // reads here: a flow-control rule whose waits the other end does not answer
-// hangs it (node's echo in the compatibility suite found one).
+// hangs it (node's echo in the compatibility suite found one). Also with
+// the application's SO_RCVBUF set and with more buffers than the engine
+// otherwise holds (SDP_RECV_BUFS=64): a receiver that stopped taking
+// messages in before the buffers it granted were full left the peer's
+// credits unread behind them.
 func TestEchoBackPressure(t *testing.T) {
 	const size = 24 << 20
-	cfg := DefaultConfig()
-	cfg.ZCopyThreshold = 0
-	for _, over := range []string{"shm", "iwarp"} {
-		t.Run(over, func(t *testing.T) {
+	for _, tc := range []struct {
+		over          string
+		rcvBuf, nbufs int
+	}{
+		{"shm", 0, 0}, {"iwarp", 0, 0},
+		{"shm", 64 << 10, 0}, {"iwarp", 64 << 10, 0},
+		{"shm", 0, 64}, {"iwarp", 0, 64},
+	} {
+		cfg := DefaultConfig()
+		cfg.ZCopyThreshold = 0
+		cfg.RcvBuf = tc.rcvBuf
+		if tc.nbufs > 0 {
+			cfg.RecvBufs = tc.nbufs
+		}
+		over := tc.over
+		t.Run(fmt.Sprintf("%s/rcvbuf=%d/bufs=%d", over, tc.rcvBuf, cfg.RecvBufs), func(t *testing.T) {
 			var a, p *Conn
 			if over == "shm" {
 				a, p, _, _, _, _ = shmPairRing(t, cfg, SameHostRing)
