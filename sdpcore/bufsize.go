@@ -43,19 +43,25 @@ func (c *Conn) earlyMax() int {
 }
 
 // rxMax bounds the received payload held for the application. With credit
-// flow control it is never less than the buffers this side grants: the
+// flow control it is never less than the buffers this side grants, and in
+// the rdma and nic modes never less than its receive ring: the
 // peer's messages behind them carry its credits and acknowledgements, and a
 // receiver that left them unread while its application waits for its own
 // send to go (an echo that reads only while its echo has gone) would hang
 // both ends, which TCP does not (TestEchoBackPressure with SO_RCVBUF or
-// more buffers). The credits bound what the peer sends anyway.
+// more buffers). The credits, or the ring, bound what the peer sends anyway.
 func (c *Conn) rxMax() int {
 	n := rxLimit
 	if c.rcvLimit > 0 && c.rcvLimit < rxLimit {
 		n = c.rcvLimit
 	}
-	if c.fc == FlowCredit {
+	switch {
+	case c.fc == FlowCredit:
 		n = max(n, c.bufs*c.bufSize)
+	case c.fc.ring() && c.ring != nil:
+		// The peer writes no more than our ring holds: a full ring
+		// must still let its ring acknowledgements in.
+		n = max(n, len(c.ring)+c.bufs*c.bufSize)
 	}
 	return n
 }

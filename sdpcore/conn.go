@@ -138,6 +138,7 @@ type Conn struct {
 	mseq, peerAck uint32
 	peerBufs      int
 	peerBufSize   int
+	preRingSent   int    // rdma and nic modes: payload sent in Data messages before the peer's ring was named (preRingRoom)
 	recvSeq       uint32 // MSeq of the last message received
 	bufs          int    // receive buffers we offer in all
 	bufSize       int

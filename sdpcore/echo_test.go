@@ -48,10 +48,16 @@ func TestEchoBackPressure(t *testing.T) {
 	for _, tc := range []struct {
 		over          string
 		rcvBuf, nbufs int
+		fc            FlowControl
+		progress      Progress
 	}{
-		{"shm", 0, 0}, {"iwarp", 0, 0},
-		{"shm", 64 << 10, 0}, {"iwarp", 64 << 10, 0},
-		{"shm", 0, 64}, {"iwarp", 0, 64},
+		{"shm", 0, 0, FlowCredit, ProgressInline}, {"iwarp", 0, 0, FlowCredit, ProgressInline},
+		{"shm", 64 << 10, 0, FlowCredit, ProgressInline}, {"iwarp", 64 << 10, 0, FlowCredit, ProgressInline},
+		{"shm", 0, 64, FlowCredit, ProgressInline}, {"iwarp", 0, 64, FlowCredit, ProgressInline},
+		// The ring modes: a sender ahead of the peer's ChRcvBuf, and a
+		// full ring whose acknowledgements came behind it.
+		{"iwarp", 64 << 10, 0, FlowRDMA, ProgressInline}, {"iwarp", 0, 0, FlowRDMA, ProgressInline},
+		{"iwarp", 64 << 10, 0, FlowNIC, ProgressAsync},
 	} {
 		cfg := DefaultConfig()
 		cfg.ZCopyThreshold = 0
@@ -59,8 +65,9 @@ func TestEchoBackPressure(t *testing.T) {
 		if tc.nbufs > 0 {
 			cfg.RecvBufs = tc.nbufs
 		}
+		cfg.FlowControl, cfg.Progress = tc.fc, tc.progress
 		over := tc.over
-		t.Run(fmt.Sprintf("%s/rcvbuf=%d/bufs=%d", over, tc.rcvBuf, cfg.RecvBufs), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/%v/%v/rcvbuf=%d/bufs=%d", over, tc.fc, tc.progress, tc.rcvBuf, cfg.RecvBufs), func(t *testing.T) {
 			var a, p *Conn
 			if over == "shm" {
 				a, p, _, _, _, _ = shmPairRing(t, cfg, SameHostRing)

@@ -206,6 +206,19 @@ func (c *Conn) push(bufs [][]byte, total int, now time.Time, mayProgress bool) i
 			}
 		}
 		n := min(total-sent, c.msgRoom())
+		if c.fc.ring() { // the peer's ring is not named yet
+			if c.preRingRoom() <= 0 && mayProgress {
+				c.progress(now)
+			}
+			if c.ringSend() || c.phase() != stEstablished {
+				break // the caller's next push writes into the ring
+			}
+			if n = min(n, c.preRingRoom()); n <= 0 {
+				c.stats.CreditStalls++
+				break
+			}
+			c.preRingSent += n
+		}
 		c.parts = gather(c.parts[:0], bufs, sent, n)
 		c.parts = c.separate(c.parts, n)
 		if !c.appendData(n) {
@@ -708,7 +721,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait E
 		ready |= EvHup
 	}
 	if c.phase() == stEstablished && !c.wrShut() && len(c.early) == 0 && (c.zsrc == nil || c.zsrcReady()) && c.credits() >= 2 && c.tr.TxPending() < c.txBacklog() &&
-		(!c.fc.ring() || c.heldLen() < c.txBacklog()) {
+		(!c.fc.ring() || (c.heldLen() < c.txBacklog() && (c.ringSend() || c.preRingRoom() > 0))) {
 		ready |= EvOut
 	} else if (c.phase() != stEstablished || c.corked || c.creditQueue()) && c.phase() != stFailed && !c.wrShut() && len(c.early) < c.earlyMax() {
 		ready |= EvOut // the early queue (a corked run, the send queue) has room

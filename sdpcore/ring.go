@@ -155,6 +155,18 @@ func (c *Conn) postImmediate(n int) {
 	c.stats.MsgsTx++
 }
 
+// preRingRoom is the payload a Data message may still carry in the rdma
+// and nic modes before the peer's ring is named (its ChRcvBuf): at most
+// the bytes of the buffers its Hello (or HelloAck) offered, which the peer
+// always takes in (rxMax). A sender that raced ahead of the ChRcvBuf
+// otherwise sent its whole stream as Data messages, which its peer took in
+// until it held its most and then left the rest unread: with them the
+// ring acknowledgements an echo waited for (TestEchoBackPressure). At the
+// bound the sender waits for input, which brings the ChRcvBuf.
+func (c *Conn) preRingRoom() int {
+	return c.peerBufs*c.peerBufSize - c.preRingSent
+}
+
 // ringSend says whether data goes by RDMA Writes into the peer's ring: in
 // the rdma and nic modes once the peer has named it. Before that (a
 // connecting side between its Reply and the peer's ChRcvBuf) data goes in
