@@ -58,7 +58,7 @@ func (c *Conn) rxMax() int {
 	switch {
 	case c.fc == FlowCredit:
 		n = max(n, c.bufs*c.bufSize)
-	case c.fc.ring() && c.ring != nil:
+	case c.fc.ring():
 		// The peer writes no more than our ring holds: a full ring
 		// must still let its ring acknowledgements in.
 		n = max(n, len(c.ring)+c.bufs*c.bufSize)

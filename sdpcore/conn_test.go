@@ -206,6 +206,16 @@ func exchangeWith(t *testing.T, cfg Config, size int, seed int64,
 	return exchangeOn(t, a, p, size, seed, send)
 }
 
+// shutWrite shuts down c's sending side and, as the engine does after
+// shutdown, lets a background goroutine finish what is still queued.
+func shutWrite(c *Conn) error {
+	err := c.Shutdown(false, true, time.Now())
+	if c.NeedsBackground() {
+		go c.Background(time.Minute)
+	}
+	return err
+}
+
 // exchangeOn is exchangeWith between a and p, the active and the passive end.
 func exchangeOn(t *testing.T, a, p *Conn, size int, seed int64,
 	send func(*testing.T, *Conn, []byte, *rand.Rand, time.Time) error) (Stats, Stats) {
@@ -222,10 +232,7 @@ func exchangeOn(t *testing.T, a, p *Conn, size int, seed int64,
 		defer wg.Done()
 		errs[i] = send(t, c, data, rand.New(rand.NewSource(seed+int64(i)+1)), until)
 		if errs[i] == nil {
-			errs[i] = c.Shutdown(false, true, time.Now())
-			if c.NeedsBackground() { // as the engine does after shutdown
-				go c.Background(time.Minute)
-			}
+			errs[i] = shutWrite(c)
 		}
 	}
 	go sendSide(0, a, dataA)

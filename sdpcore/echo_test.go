@@ -22,11 +22,7 @@ func echoBackPressure(t *testing.T, c *Conn, until time.Time) error {
 			return err
 		}
 		if k == 0 {
-			err := c.Shutdown(false, true, time.Now())
-			if c.NeedsBackground() { // as the engine does after shutdown
-				go c.Background(time.Minute)
-			}
-			return err
+			return shutWrite(c)
 		}
 		if err := sendBytes(t, c, buf[:k], 0, until); err != nil {
 			return err
@@ -84,10 +80,7 @@ func TestEchoBackPressure(t *testing.T) {
 			go func() {
 				err := sendMixed(t, a, data, rand.New(rand.NewSource(10)), until)
 				if err == nil {
-					err = a.Shutdown(false, true, time.Now())
-					if a.NeedsBackground() { // as the engine does after shutdown
-						go a.Background(time.Minute)
-					}
+					err = shutWrite(a)
 				}
 				sent <- err
 			}()
