@@ -52,6 +52,15 @@ type StreamChoice interface {
 // between, so both ends agree on where every FPDU went.
 func (q *QP) OfferStream(c StreamChoice) { q.choice = c }
 
+// Offer returns the offer OfferStream made while the peer has not chosen
+// yet, or nil.
+func (q *QP) Offer() StreamChoice {
+	if q.stream != nil {
+		return nil
+	}
+	return q.choice
+}
+
 // choosing reports whether FPDUs wait for the peer's choice.
 func (q *QP) choosing() bool { return q.choice != nil && q.full }
 

@@ -142,6 +142,12 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * SDP_POLL_WOKE, and it reports what this look finds: the look's own
  * changes (what it read) do not ring the eventfd for it. */
 #define SDP_POLL_ALONE 0x2000000
+/* SDP_POLL_LEVEL (without SDP_POLL_SLEEP): the look is for a level-triggered
+ * epoll registration, which reports readiness again at the next look
+ * whatever arrived since: a look that only reads (POLLIN, POLLPRI) may then
+ * stop at the first data, as poll's does, and leave a large message in the
+ * shared-memory ring for the receive that follows to read into place. */
+#define SDP_POLL_LEVEL 0x4000000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

@@ -6,6 +6,7 @@ package main
 
 /*
 #include <stdint.h>
+#include <poll.h>
 #include <stdlib.h>
 #include "abi.h"
 
@@ -176,8 +177,27 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	}
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
-	quiet, alone := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE
+	quiet, alone, level := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0, want&C.SDP_POLL_LEVEL != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL
+	// POLLRDNORM and POLLWRNORM are POLLIN's and POLLOUT's other names on
+	// a TCP socket: the kernel reports them together.
+	norm := want & (C.POLLRDNORM | C.POLLWRNORM)
+	if norm&C.POLLRDNORM != 0 {
+		want |= unix.POLLIN
+	}
+	if norm&C.POLLWRNORM != 0 {
+		want |= unix.POLLOUT
+	}
+	defer func() {
+		if rc > 0 && norm != 0 {
+			if rc&unix.POLLIN != 0 {
+				rc |= C.int(norm & C.POLLRDNORM)
+			}
+			if rc&unix.POLLOUT != 0 {
+				rc |= C.int(norm & C.POLLWRNORM)
+			}
+		}
+	}()
 	if !woke {
 		enginePolls.Add(1)
 	}
@@ -214,7 +234,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 		// change made by another thread after this look must find it to
 		// signal.
 		waiter = c.Waiter()
-		ready, w, deadline, e, err = c.PollLook(sdpcore.Events(want), now, quiet, alone)
+		ready, w, deadline, e, err = c.PollLook(sdpcore.Events(want), now, quiet, alone, level)
 	}
 	*edges = C.uint32_t(e)
 	if err != nil {

@@ -156,7 +156,8 @@ type Conn struct {
 	// transport asks.
 	sunk, sunkOut int
 	sinkSeen      uint64 // the transport's SinkPlaced when last looked at
-	rxLazy        bool   // progress for a blocking receive's wait: readable is enough (sink.go)
+	rxLazy        bool   // progress for a wait that only reads: readable is enough (sink.go)
+	prompted      bool   // the peer was asked to read as things come (promptPeer)
 	sinkBuf       []byte
 	sinkPlaceFn   func(head []byte, n int) []byte
 	rxOut         uint64  // bytes the application has read (or skipped), all time

@@ -677,7 +677,7 @@ func (c *Conn) Poll(want Events, now time.Time) (ready, wait Events, deadline ti
 // stream, errors, room to send): edge-triggered waiters report readiness
 // again only when it moved.
 func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadline time.Time, edges uint32, err error) {
-	return c.PollLook(want, now, false, false)
+	return c.PollLook(want, now, false, false, false)
 }
 
 // PollLook is PollEdges for an epoll set's look. quiet: the kernel has
@@ -689,14 +689,23 @@ func (c *Conn) PollEdges(want Events, now time.Time) (ready, wait Events, deadli
 // after it reads. alone: the set is the only waiter that did not say it
 // sleeps (Waiter), and it reports what this look finds: the look's
 // changes do not ring the eventfd, which would end the set's next wait at
-// once only for another look.
-func (c *Conn) PollLook(want Events, now time.Time, quiet, alone bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
+// once only for another look. level: the registration is level-triggered
+// (it reports what is ready at every look, not what arrived since the
+// last), so a look that only reads may stop at the first data (onlyReads).
+func (c *Conn) PollLook(want Events, now time.Time, quiet, alone, level bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.mu.Lock()
 	defer c.unlock()
 	c.lookAlone = alone
-	defer func() { c.lookAlone = false }()
+	c.rxLazy = level && onlyReads(want)
+	defer func() { c.lookAlone, c.rxLazy = false, false }()
 	return c.pollLocked(want, now, quiet)
 }
+
+// onlyReads says whether a wait for want needs only something to read:
+// then the rest may stay in a ring for the receive's sink (sink.go). Not a
+// wait for room to send or for the peer's end, which messages behind the
+// payload may bring.
+func onlyReads(want Events) bool { return want&EvIn != 0 && want&(EvOut|EvRdHup) == 0 }
 
 func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait Events, deadline time.Time, edges uint32, err error) {
 	c.progressFor(now, quiet, true)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"libsdp/iwarp"
+	"libsdp/shm"
 )
 
 // SDP over iWARP: connections built over an iwarp QP on the connection's
@@ -218,8 +219,24 @@ func (t *qpTransport) SinkSends(place func(head []byte, n int) []byte, keep int)
 func (t *qpTransport) Sinkable() bool     { return t.qp().Sinkable() }
 func (t *qpTransport) LargeNext() bool    { return t.qp().LargeNext() }
 func (t *qpTransport) SinkPlaced() uint64 { return t.qp().SinkPlaced() }
-func (t *qpTransport) Drained() bool      { return t.qp().Drained() }
-func (t *qpTransport) Rest()              { t.qp().Rest() }
+
+func (t *qpTransport) PeerPrompted() bool {
+	s, ok := t.qp().Stream().(*shm.Stream)
+	return ok && s.Prompted()
+}
+
+// PromptPeer marks the ring this side writes (samehost.go); while the
+// peer still chooses, the offer marks the stream it takes, before the
+// held messages go into it.
+func (t *qpTransport) PromptPeer() {
+	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+		s.Prompt()
+	} else if o, ok := t.qp().Offer().(*sameHostOffer); ok {
+		o.prompt()
+	}
+}
+func (t *qpTransport) Drained() bool { return t.qp().Drained() }
+func (t *qpTransport) Rest()         { t.qp().Rest() }
 
 func (t *qpTransport) PollCompletions(dst []Completion) []Completion {
 	var buf [4]iwarp.Completion // SDP has one Read outstanding at most

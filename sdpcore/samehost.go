@@ -273,6 +273,16 @@ type sameHostOffer struct {
 	// process at its descriptor limit could not follow it, and the
 	// connection would fail where it can stay on iWARP by not offering.
 	spare [2]int
+	// prompted: this side sent urgent data while the peer chose; the
+	// stream it takes is marked before the held messages go into it.
+	prompted bool
+}
+
+// prompt is PromptPeer while the peer chooses.
+func (o *sameHostOffer) prompt() {
+	o.mu.Lock()
+	o.prompted = true
+	o.mu.Unlock()
 }
 
 // Choose reads the accepting side's choice from the socket's first octet.
@@ -308,7 +318,7 @@ func (o *sameHostOffer) Withdraw() bool {
 // both came before the doorbell octet that says so, so nothing waits.
 func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {
 	o.mu.Lock()
-	rv := o.rv
+	rv, prompted := o.rv, o.prompted
 	o.releaseSpare()
 	o.mu.Unlock()
 	if rv == nil {
@@ -329,6 +339,9 @@ func (o *sameHostOffer) take(fd int) (*shm.Stream, error) {
 		return nil, err
 	}
 	s.Own(r)
+	if prompted {
+		s.Prompt()
+	}
 	return s, nil
 }
 

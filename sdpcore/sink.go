@@ -26,6 +26,13 @@ type sendSinker interface {
 	LargeNext() bool
 	// SinkPlaced counts the payload octets read straight into sinks.
 	SinkPlaced() uint64
+	// PeerPrompted reports whether the peer asked for its messages to be
+	// read as they come (PromptPeer): it sends urgent data, whose mark
+	// and SIGURG must not wait behind payload left in the ring.
+	PeerPrompted() bool
+	// PromptPeer asks the peer to read this side's messages as they come
+	// from now on: urgent data follows.
+	PromptPeer()
 }
 
 // leaveRest says whether progress may stop reading with what it has
@@ -39,7 +46,20 @@ func (c *Conn) leaveRest() bool {
 		return false
 	}
 	sk, ok := c.tr.(sendSinker)
-	return ok && c.phase() == stEstablished && !c.closed && sk.LargeNext()
+	return ok && c.phase() == stEstablished && !c.closed && sk.LargeNext() && !sk.PeerPrompted()
+}
+
+// promptPeer tells the peer, before the first urgent byte goes out, to
+// read what this side sends as it comes (leaveRest): over TCP the urgent
+// mark and SIGURG reach a reader at once, whatever it has not read yet.
+func (c *Conn) promptPeer() {
+	if c.prompted {
+		return
+	}
+	if sk, ok := c.tr.(sendSinker); ok {
+		sk.PromptPeer()
+		c.prompted = true
+	}
 }
 
 // sinkOpen gives the transport bufs' first buffer as the sink for the

@@ -94,3 +94,149 @@ func TestKeepSunk(t *testing.T) {
 	require.Equal(t, want, c.rq[1].data)
 	require.False(t, c.rq[1].sunk)
 }
+
+// recvFilling is the shim's recv into b: a receive, then, after a short
+// one, receives that take what else is here (RecvFill) until b is full or
+// one finds nothing.
+func recvFilling(t *testing.T, c *Conn, b []byte) int {
+	t.Helper()
+	n, err := c.Recv([][]byte{b}, 0, time.Now())
+	require.NoError(t, err)
+	for i := 0; n > 0 && n < len(b); i++ {
+		require.Less(t, i, 1<<16)
+		k, err := c.Recv([][]byte{b[n:]}, RecvFill, time.Now())
+		if err == ErrWouldBlock || k == 0 {
+			break
+		}
+		require.NoError(t, err)
+		n += k
+	}
+	return n
+}
+
+// pollLook is poll()'s look at c for want (the shim's SDP_POLL_SLEEP
+// without SDP_POLL_BLOCK), ending the sleep it counts at once.
+func pollLook(t *testing.T, c *Conn, want Events) Events {
+	t.Helper()
+	ready, _, _, _, _, err := c.PollWaitOwn(want, time.Now(), false, false, -1)
+	require.NoError(t, err)
+	if ready&want == 0 {
+		c.Woke()
+	}
+	return ready
+}
+
+// TestSinkAfterPollLook: the look of poll, select and a level-triggered
+// epoll registration for POLLIN (and POLLPRI) stops at the first data, so
+// that the receive after it reads the large messages still in the ring
+// straight into its buffer; a look that also waits for room to send reads
+// everything, as the credits it waits for may come behind the payload, and
+// so does an edge-triggered registration's.
+func TestSinkAfterPollLook(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Markers, cfg.CRC = false, false
+	epollLook := func(level bool) func(*testing.T, *Conn, Events) Events {
+		return func(t *testing.T, c *Conn, want Events) Events {
+			ready, _, _, _, err := c.PollLook(want, time.Now(), false, true, level)
+			require.NoError(t, err)
+			return ready
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		look   func(*testing.T, *Conn, Events) Events
+		want   Events
+		direct bool
+	}{
+		{"poll", pollLook, EvIn, true},
+		{"poll", pollLook, EvIn | EvPri, true},
+		{"poll", pollLook, EvIn | EvOut, false},
+		{"poll", pollLook, EvIn | EvRdHup, false},
+		{"epoll level-triggered", epollLook(true), EvIn, true},
+		{"epoll level-triggered", epollLook(true), EvIn | EvOut, false},
+		// An edge-triggered registration reports arrivals: its look
+		// reads them all, so that none it has not reported waits unseen.
+		{"epoll edge-triggered", epollLook(false), EvIn, false},
+	} {
+		a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
+		oneWay(t, p, a, 1000) // the set-up exchange is over, credits granted
+		oneWay(t, a, p, 1000)
+		before := a.Stats()
+		until := time.Now().Add(20 * time.Second)
+		want := make([]byte, 768<<10)
+		rand.New(rand.NewSource(4)).Read(want)
+		require.NoError(t, sendBytes(t, p, want, 0, until))
+		for p.Unsent() > 0 {
+			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
+			runtime.Gosched()
+		}
+		got := make([]byte, 0, len(want))
+		buf := make([]byte, 1<<20)
+		for i := 0; len(got) < len(want); i++ {
+			require.Less(t, i, 1000, "%s %v: %d of %d bytes", tc.name, tc.want, len(got), len(want))
+			require.True(t, time.Now().Before(until))
+			if tc.look(t, a, tc.want)&EvIn == 0 {
+				require.NoError(t, wait(t, a, EvIn, until))
+				continue
+			}
+			got = append(got, buf[:recvFilling(t, a, buf)]...)
+		}
+		require.True(t, bytes.Equal(want, got), "%s %v: the bytes differ", tc.name, tc.want)
+		s := a.Stats()
+		placed, copied := s.DirectPlacedRx-before.DirectPlacedRx, s.UserCopiesRx-before.UserCopiesRx
+		if tc.direct {
+			require.Greater(t, placed, uint64(len(want)*3/4), "%s %v: read from the ring straight into place", tc.name, tc.want)
+			require.Less(t, copied, uint64(len(want)/4), "%s %v: copied out of the receive chunk", tc.name, tc.want)
+		} else {
+			require.Less(t, placed, uint64(len(want)/4), "%s %v: the look left payload in the ring", tc.name, tc.want)
+		}
+	}
+}
+
+// TestUrgentNotLeftInRing: urgent data behind large messages reaches a
+// look at once, as TCP's urgent pointer does: POLLPRI and the owner's
+// SIGURG (OnUrgent) before the payload in front of it is read. The
+// sender's first urgent send marks its ring (shm Prompt), and from then
+// on the reader's looks and receives read everything that came.
+func TestUrgentNotLeftInRing(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Markers, cfg.CRC = false, false
+	a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
+	oneWay(t, p, a, 1000)
+	oneWay(t, a, p, 1000)
+	until := time.Now().Add(20 * time.Second)
+	for round := range 3 {
+		bulk := make([]byte, 128<<10)
+		rand.New(rand.NewSource(int64(round))).Read(bulk)
+		require.NoError(t, sendBytes(t, p, bulk, 0, until))
+		sendStr(t, p, "u", SendOOB)
+		for p.Unsent() > 0 {
+			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
+			runtime.Gosched()
+		}
+		// Everything is in the ring now: a look with data to report
+		// must still see the urgent byte behind it.
+		var ready Events
+		for i := 0; ready&EvPri == 0; i++ {
+			require.Less(t, i, 1000, "round %d: no POLLPRI (ready %v)", round, ready)
+			require.True(t, time.Now().Before(until))
+			if ready = pollLook(t, a, EvIn|EvPri); ready&EvIn == 0 {
+				require.NoError(t, wait(t, a, EvIn, until))
+			}
+		}
+		got := make([]byte, 0, len(bulk))
+		buf := make([]byte, 1<<20)
+		for i := 0; len(got) < len(bulk); i++ {
+			require.Less(t, i, 1000)
+			n, err := recvWait(t, a, buf, 0, until)
+			require.NoError(t, err)
+			got = append(got, buf[:n]...)
+		}
+		require.True(t, bytes.Equal(bulk, got), "round %d: the bytes before the mark differ", round)
+		require.True(t, a.AtMark(time.Now()))
+		one := make([]byte, 1)
+		n, err := a.RecvOOB(one, false, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, "u", string(one[:n]))
+	}
+}

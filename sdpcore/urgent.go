@@ -303,6 +303,7 @@ func (c *Conn) sendOOB(bufs [][]byte, now time.Time) (int, error) {
 // sendOOBNow sends bufs with the last byte urgent as far as the mode
 // allows now; with mayProgress it may read the socket for credits.
 func (c *Conn) sendOOBNow(bufs [][]byte, total int, now time.Time, mayProgress bool) int {
+	c.promptPeer()
 	if c.ringSend() {
 		return c.sendOOBRing(bufs, total)
 	}

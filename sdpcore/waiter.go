@@ -105,9 +105,10 @@ func (c *Conn) PollWaitOwn(want Events, now time.Time, woke, block bool, own int
 	// Back from a wait, the socket may hold data; a poll() of several
 	// descriptors may return for another one, so only a blocking caller
 	// skips the read.
-	// A blocking receive's wait needs only something to read: the rest
-	// stays in a ring for the receive's sink (sink.go).
-	c.rxLazy = block && want == EvIn
+	// A wait that only reads (a blocking receive's, or poll's and
+	// select's for POLLIN and POLLPRI, which report what is ready, not
+	// what arrived) needs only something to read (onlyReads).
+	c.rxLazy = onlyReads(want)
 	ready, wait, deadline, edges, err = c.pollLocked(want, now, block && !woke && want&EvIn != 0)
 	c.rxLazy = false
 	efd = -1

@@ -278,7 +278,7 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
 	if (e->engine_pid != my_pid())
 		return POLLERR | POLLHUP;
 	int f = want | look;
-	int r = e->lowat > 1 && (want & POLLIN) ? lowat_poll(fd, e->lowat, f, kwait, tmo, efd, edges)
+	int r = e->lowat > 1 && (want & (POLLIN | POLLRDNORM)) ? lowat_poll(fd, e->lowat, f, kwait, tmo, efd, edges)
 						: eng.poll(fd, f, kwait, tmo, efd, edges);
 	if (r <= -SDP_FALLBACK) {
 		fallback(fd, e, reason_of(r));
@@ -295,10 +295,13 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
  * the wait that follows. SDP_POLL_ALONE: this registration is the
  * connection's only one (no other set, no other descriptor, no child forked
  * since that may hold one), so the engine need not ring the eventfd for what this
- * look finds and reports. */
+ * look finds and reports. SDP_POLL_LEVEL: the registration is
+ * level-triggered. */
 static int look_flags(const struct epreg *r, struct fdent *e)
 {
 	int f = r->kfired ? 0 : SDP_POLL_QUIET;
+	if (!(r->events & EPOLLET))
+		f |= SDP_POLL_LEVEL;
 	if (atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks))
 		f |= SDP_POLL_ALONE;
 	return f;

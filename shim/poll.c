@@ -49,7 +49,7 @@ static int poll_sdp(struct pollfd *p, struct fdent *e, nfds_t i, struct poll_rou
 	int kw = 0, et = -1, efd = own;
 	uint32_t edges;
 	int f = p->events | SDP_POLL_SLEEP | (pr->slept[i] ? SDP_POLL_WOKE : 0) | own_flag(own);
-	int r = e->lowat > 1 && (p->events & POLLIN) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
+	int r = e->lowat > 1 && (p->events & (POLLIN | POLLRDNORM)) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
 						    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
 	pr->slept[i] = 0;
 	if (r <= -SDP_FALLBACK) {

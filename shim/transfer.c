@@ -207,18 +207,19 @@ static int lowat_met(int fd, int need)
 }
 
 /* lowat_poll is eng.poll for a reader that needs need > 1 bytes
- * (SO_RCVLOWAT). The engine calls one byte readable, so POLLIN is asked as
+ * (SO_RCVLOWAT). The engine calls one byte readable, so POLLIN (and its
+ * other name, POLLRDNORM) is asked as
  * POLLRDHUP (end of stream): then the engine counts a sleeper and names
  * what to wait for while the mark is not met. POLLIN is reported when
  * lowat_met, at end of stream or on an error; until then *kw has POLLIN,
  * so the caller waits for more bytes on the kernel socket too. */
 int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t *edges)
 {
-	int r = eng.poll(fd, (want & ~POLLIN) | POLLRDHUP, kw, tmo, efd, edges);
+	int r = eng.poll(fd, (want & ~(POLLIN | POLLRDNORM)) | POLLRDHUP, kw, tmo, efd, edges);
 	if (r < 0)
 		return r;
 	if ((r & (POLLRDHUP | POLLERR | POLLHUP)) || lowat_met(fd, need))
-		r |= POLLIN;
+		r |= POLLIN | (want & POLLRDNORM);
 	else
 		*kw |= POLLIN;
 	if (!(want & POLLRDHUP))

@@ -16,6 +16,8 @@ import (
 //	offTail   consumer: bytes of records consumed
 //	offSleep  consumer: 1 while it sleeps or is about to (wake it after a publish)
 //	offWant   producer: the room it waits for, in ring bytes (wake it once a release leaves that much)
+//	offPrompt producer: nonzero once it has published, or is about to publish, records that the
+//	          consumer should read as they come rather than leave behind others (urgent data)
 //
 // A record is an 8-byte header (the payload's length, uint64 little-endian)
 // and the payload, padded to 8 bytes. Records start 8-aligned, so a
@@ -26,6 +28,7 @@ const (
 	offTail     = 128
 	offSleep    = 192
 	offWant     = 256
+	offPrompt   = 320
 
 	recHeader = 8
 	recAlign  = 8
@@ -53,6 +56,7 @@ var (
 type ring struct {
 	head, tail  *uint64
 	sleep, want *uint64
+	prompt      *uint64
 	data        []byte
 	mask        uint64
 }
@@ -65,7 +69,8 @@ func newRing(mem []byte) (ring, error) {
 	word := func(off int) *uint64 { return (*uint64)(unsafe.Pointer(&mem[off])) }
 	return ring{
 		head: word(offHead), tail: word(offTail), sleep: word(offSleep), want: word(offWant),
-		data: mem[ControlSize:], mask: uint64(n - 1),
+		prompt: word(offPrompt),
+		data:   mem[ControlSize:], mask: uint64(n - 1),
 	}, nil
 }
 
@@ -195,6 +200,12 @@ func (p *Producer) WaitRoom(need int) (bool, error) {
 	return true, nil
 }
 
+// Prompt tells the consumer, from the records published after it on,
+// not to leave records unread behind others (Consumer.Prompted): one
+// will matter to its reader before the ones in front of it are read.
+// It stays set; the records it is for must be published after it.
+func (p *Producer) Prompt() { atomic.StoreUint64(p.r.prompt, 1) }
+
 // Idle reports whether everything published has been consumed: then the
 // consumer reads nothing of the data until the next Publish, and the
 // producer, its only writer, may give its pages back (Region.Trim).
@@ -302,6 +313,11 @@ func (c *Consumer) Release() (wake bool) {
 	free := uint64(len(c.r.data)) - (atomic.LoadUint64(c.r.head) - c.tail)
 	return free >= want && atomic.CompareAndSwapUint64(c.r.want, want, 0)
 }
+
+// Prompted reports whether the producer has asked for its records to be
+// read as they come (Producer.Prompt). Only a hint: a producer that lies
+// costs its own connection the reads it left for later.
+func (c *Consumer) Prompted() bool { return atomic.LoadUint64(c.r.prompt) != 0 }
 
 // Sleep announces that the consumer will sleep until the producer
 // publishes. It reports false when a record came meanwhile (the consumer

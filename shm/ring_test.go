@@ -390,3 +390,20 @@ func TestRegionTrim(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, pattern(make([]byte, len(chunk)), 99), got)
 }
+
+// TestPrompt: the producer's Prompt reaches the consumer on the other
+// mapping, and only that direction's, and stays.
+func TestPrompt(t *testing.T) {
+	pr := newPair(t, MinData)
+	require.False(t, pr.pc.Prompted(), "a fresh ring")
+	require.NoError(t, pr.mp.Append([]byte("x")))
+	pr.mp.Publish()
+	require.False(t, pr.pc.Prompted())
+	pr.mp.Prompt()
+	require.True(t, pr.pc.Prompted())
+	require.False(t, pr.mc.Prompted(), "the other direction")
+	_, err := pr.pc.Next(nil)
+	require.NoError(t, err)
+	pr.pc.Release()
+	require.True(t, pr.pc.Prompted(), "it stays")
+}

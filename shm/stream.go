@@ -250,6 +250,14 @@ func (s *Stream) Push() {
 	}
 }
 
+// Prompt asks the peer to read this side's records as they come from now
+// on, not to leave some behind others (urgent data follows).
+func (s *Stream) Prompt() { s.tx.Prompt() }
+
+// Prompted reports whether the peer asked for its records to be read as
+// they come (Prompt).
+func (s *Stream) Prompted() bool { return s.rx.Prompted() }
+
 // Holds reports whether Read would take at least n bytes now; false on a
 // ring the peer broke, which Read then reports.
 func (s *Stream) Holds(n int) bool {
