@@ -131,13 +131,20 @@ const sinkWindow = 256
 // LargeNext reports whether the chunk holds the start of a large Send (one
 // a sink would take) whose rest is still to be read: over a stream a sink
 // can read from, what a receive with a sink would read straight into its
-// buffer.
-func (q *QP) LargeNext() bool {
+// buffer. pay is the payload the sink would take (0: there is no such
+// Send); whole, that the stream already holds the rest of its FPDU, so
+// that the receive would find it all.
+func (q *QP) LargeNext() (pay int, whole bool) {
 	if !q.Sinkable() || q.fault != nil || q.cur == nil {
-		return false
+		return 0, false
 	}
+	pending := q.rxw - q.rxr
 	pay, wire := q.sinkPayload(q.cur.buf[q.rxr:q.rxw])
-	return pay > 0 && wire > q.rxw-q.rxr
+	if pay == 0 || wire <= pending {
+		return 0, false
+	}
+	const hl = ulpduLenLen + DDPUntaggedHeaderLen
+	return pay, pending >= hl+q.sink.keep && q.holder.Holds(wire-pending)
 }
 
 // Sinkable reports whether FPDUs arrive over a stream a sink can read

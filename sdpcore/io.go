@@ -527,6 +527,9 @@ const RecvBlock RecvFlags = 1 << 4
 func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.unlock()
+	if flags&(RecvFill|RecvPeek) == 0 {
+		c.rxBuf = len(firstBuf(bufs))
+	}
 	if c.rqBytes == 0 {
 		// Quiet: a blocking call waits for the socket next; a call that
 		// takes what else is here after a short read (RecvFill) need not
@@ -717,7 +720,7 @@ func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait E
 		// peer's side shut (POLLRDHUP) for those who ask.
 		return (EvIn | EvOut | EvErr | EvHup | EvRdHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis() || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.largeReady || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis() || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {

@@ -216,9 +216,9 @@ func (t *qpTransport) Buffered() int { return t.qp().Buffered() }
 func (t *qpTransport) SinkSends(place func(head []byte, n int) []byte, keep int) {
 	t.qp().SinkSends(place, keep)
 }
-func (t *qpTransport) Sinkable() bool     { return t.qp().Sinkable() }
-func (t *qpTransport) LargeNext() bool    { return t.qp().LargeNext() }
-func (t *qpTransport) SinkPlaced() uint64 { return t.qp().SinkPlaced() }
+func (t *qpTransport) Sinkable() bool         { return t.qp().Sinkable() }
+func (t *qpTransport) LargeNext() (int, bool) { return t.qp().LargeNext() }
+func (t *qpTransport) SinkPlaced() uint64     { return t.qp().SinkPlaced() }
 
 func (t *qpTransport) PeerPrompted() bool {
 	s, ok := t.qp().Stream().(*shm.Stream)

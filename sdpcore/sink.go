@@ -22,8 +22,9 @@ type sendSinker interface {
 	// sink can read from.
 	Sinkable() bool
 	// LargeNext reports whether the next message part to read is a large
-	// Send a sink would take.
-	LargeNext() bool
+	// Send a sink would take: its payload (0: it is not), and whether the
+	// transport holds all of it already.
+	LargeNext() (pay int, whole bool)
 	// SinkPlaced counts the payload octets read straight into sinks.
 	SinkPlaced() uint64
 	// PeerPrompted reports whether the peer asked for its messages to be
@@ -36,17 +37,37 @@ type sendSinker interface {
 }
 
 // leaveRest says whether progress may stop reading with what it has
-// queued: a blocking receive's wait once there is something to read, a
-// receive once its buffer is full, and only in front of a large Send,
-// which the next receive's sink can then take. What else comes (urgent
-// data, the end, credits) is read as it arrives, as before.
+// queued, in front of a large Send, which the next receive's sink can then
+// take: a receive once its buffer is full, and a wait that only reads
+// (rxLazy) once there is something to report, if the application's last
+// receive (rxBuf) could take that Send whole. With nothing queued yet, a
+// large Send whose payload the transport holds whole is that something
+// (largeReady): readable, and the receive reads it straight into place.
+// What else comes (urgent data, the end, credits) is read as it arrives,
+// as before, and so is everything a peer that sends urgent data sends.
 func (c *Conn) leaveRest() bool {
 	full := c.sinkBuf != nil && c.rqBytes >= len(c.sinkBuf)
-	if !full && !(c.rxLazy && c.rqBytes > 0 && c.sinkBuf == nil) {
+	if !full && !(c.rxLazy && c.sinkBuf == nil) {
 		return false
 	}
 	sk, ok := c.tr.(sendSinker)
-	return ok && c.phase() == stEstablished && !c.closed && sk.LargeNext() && !sk.PeerPrompted()
+	if !ok || c.phase() != stEstablished || c.closed || sk.PeerPrompted() {
+		return false
+	}
+	pay, whole := sk.LargeNext()
+	switch {
+	case pay == 0:
+		return false
+	case full:
+		return true
+	case c.rxBuf < pay:
+		return false // the receive could not sink it: read on, many at a time
+	case c.rqBytes > 0:
+		return true
+	default:
+		c.largeReady = whole
+		return whole
+	}
 }
 
 // promptPeer tells the peer, before the first urgent byte goes out, to

@@ -240,3 +240,61 @@ func TestUrgentNotLeftInRing(t *testing.T) {
 		require.Equal(t, "u", string(one[:n]))
 	}
 }
+
+// TestLookLeavesWhatTheReceiveSinks: a look that only reads leaves a large
+// Send in the ring only when the application's last receive could take it
+// whole; then the Send, held whole by the ring, is what makes the
+// connection readable, and the receive after the look reads it straight
+// into place (iperf3 -l 16K: 16 KiB sends read 16 KiB at a time). After a
+// smaller receive, the look reads everything in, as before, many messages
+// at a time.
+func TestLookLeavesWhatTheReceiveSinks(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Markers, cfg.CRC = false, false
+	const size, count = 16 << 10, 12 // within the 16 credits of the set-up
+	for _, rxBuf := range []int{size, 64} {
+		a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
+		oneWay(t, p, a, 1000)
+		oneWay(t, a, p, 1000)
+		until := time.Now().Add(20 * time.Second)
+		buf := make([]byte, rxBuf)
+		sendStr(t, p, string(make([]byte, rxBuf)), 0) // the receive that sets rxBuf
+		n, err := recvWait(t, a, buf, 0, until)
+		require.NoError(t, err)
+		require.Equal(t, rxBuf, n)
+		before := a.Stats()
+		want := make([]byte, size*count)
+		rand.New(rand.NewSource(6)).Read(want)
+		for i := range count {
+			require.NoError(t, sendBytes(t, p, want[i*size:(i+1)*size], 0, until))
+		}
+		for p.Unsent() > 0 {
+			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
+			runtime.Gosched()
+		}
+		ready := pollLook(t, a, EvIn)
+		require.Equal(t, EvIn, ready&EvIn, "rxBuf %d: readable", rxBuf)
+		if rxBuf == size {
+			require.Zero(t, a.rqBytes, "the look left the Send in the ring")
+		} else {
+			require.Greater(t, a.rqBytes, len(want)/2, "the look read on")
+		}
+		got := make([]byte, 0, len(want))
+		for i := 0; len(got) < len(want); i++ {
+			require.Less(t, i, 1<<16, "rxBuf %d: %d of %d bytes", rxBuf, len(got), len(want))
+			require.True(t, time.Now().Before(until))
+			if pollLook(t, a, EvIn)&EvIn == 0 {
+				require.NoError(t, wait(t, a, EvIn, until))
+				continue
+			}
+			got = append(got, buf[:recvFilling(t, a, buf)]...)
+		}
+		require.True(t, bytes.Equal(want, got), "rxBuf %d: the bytes differ", rxBuf)
+		placed := a.Stats().DirectPlacedRx - before.DirectPlacedRx
+		if rxBuf == size {
+			require.Greater(t, placed, uint64(len(want)*3/4), "read from the ring straight into place")
+		} else {
+			require.Zero(t, placed)
+		}
+	}
+}
