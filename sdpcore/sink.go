@@ -51,12 +51,12 @@ func (c *Conn) leaveRest() bool {
 		return false
 	}
 	sk, ok := c.tr.(sendSinker)
-	if !ok || c.phase() != stEstablished || c.closed || sk.PeerPrompted() {
+	if !ok || c.phase() != stEstablished || c.closed {
 		return false
 	}
 	pay, whole := sk.LargeNext()
 	switch {
-	case pay == 0:
+	case pay == 0 || sk.PeerPrompted():
 		return false
 	case full:
 		return true
