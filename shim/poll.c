@@ -170,7 +170,10 @@ static int poll_rounds(struct pollfd *fds, nfds_t n, int64_t deadline, struct po
 		pr->tmo = -1;
 		for (nfds_t i = 0; i < n; i++)
 			ready += poll_prepare(&fds[i], i, pr);
-		int r = real.poll(pr->k, pr->nk, poll_wait_ms(ready, pr->tmo, deadline));
+		int wait = poll_wait_ms(ready, pr->tmo, deadline);
+		/* Nothing for the kernel to look at and no time to wait (every
+		 * descriptor was the engine's and one is ready): no system call. */
+		int r = pr->nk == 0 && wait == 0 ? 0 : real.poll(pr->k, pr->nk, wait);
 		if (r < 0)
 			return -1;
 		for (int j = 0; j < pr->nk && r > 0; j++)
