@@ -15,20 +15,12 @@ import (
 // only the short last FPDUs of messages are copied out of the receive
 // chunk (UserCopiesRx), not the payload.
 func TestSinkOneCopy(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Markers, cfg.CRC = false, false
-	a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
-	oneWay(t, p, a, 1000) // the set-up exchange is over, credits granted
-	oneWay(t, a, p, 1000)
+	a, p := sinkPair(t)
 	before := a.Stats()
 	until := time.Now().Add(20 * time.Second)
 	want := make([]byte, 256<<10)
 	rand.New(rand.NewSource(3)).Read(want)
-	require.NoError(t, sendBytes(t, p, want, 0, until))
-	for p.Unsent() > 0 {
-		require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
-		runtime.Gosched()
-	}
+	sendIntoRing(t, p, want, 0, until)
 	buf := make([]byte, 1<<20)
 	n, err := a.Recv([][]byte{buf}, 0, time.Now())
 	require.NoError(t, err)
@@ -40,6 +32,29 @@ func TestSinkOneCopy(t *testing.T) {
 	require.Greater(t, s.DirectPlacedRx-before.DirectPlacedRx, uint64(len(want)*3/4), "read from the ring straight into place")
 	// The sender framed them straight into the ring, too.
 	require.Greater(t, p.tr.(*qpTransport).qp().TxDirect(), uint64(len(want)*3/4))
+}
+
+// sinkPair is a same-host pair without markers and CRC, its set-up
+// exchange over and its credits granted both ways.
+func sinkPair(t *testing.T) (a, p *Conn) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Markers, cfg.CRC = false, false
+	a, p, _, _, _, _ = shmPairRing(t, cfg, 1<<20)
+	oneWay(t, p, a, 1000)
+	oneWay(t, a, p, 1000)
+	return a, p
+}
+
+// sendIntoRing sends data from p, flags as given, and waits (bounded)
+// until p holds none of it: all of it lies in the ring.
+func sendIntoRing(t *testing.T, p *Conn, data []byte, flags SendFlags, until time.Time) {
+	t.Helper()
+	require.NoError(t, sendBytes(t, p, data, flags, until))
+	for p.Unsent() > 0 {
+		require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
+		runtime.Gosched()
+	}
 }
 
 // TestSinkScribbled: a stream of messages of every size read with buffers
@@ -133,8 +148,6 @@ func pollLook(t *testing.T, c *Conn, want Events) Events {
 // everything, as the credits it waits for may come behind the payload, and
 // so does an edge-triggered registration's.
 func TestSinkAfterPollLook(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Markers, cfg.CRC = false, false
 	epollLook := func(level bool) func(*testing.T, *Conn, Events) Events {
 		return func(t *testing.T, c *Conn, want Events) Events {
 			ready, _, _, _, err := c.PollLook(want, time.Now(), false, true, level)
@@ -158,18 +171,12 @@ func TestSinkAfterPollLook(t *testing.T) {
 		// reads them all, so that none it has not reported waits unseen.
 		{"epoll edge-triggered", epollLook(false), EvIn, false},
 	} {
-		a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
-		oneWay(t, p, a, 1000) // the set-up exchange is over, credits granted
-		oneWay(t, a, p, 1000)
+		a, p := sinkPair(t)
 		before := a.Stats()
 		until := time.Now().Add(20 * time.Second)
 		want := make([]byte, 768<<10)
 		rand.New(rand.NewSource(4)).Read(want)
-		require.NoError(t, sendBytes(t, p, want, 0, until))
-		for p.Unsent() > 0 {
-			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
-			runtime.Gosched()
-		}
+		sendIntoRing(t, p, want, 0, until)
 		got := make([]byte, 0, len(want))
 		buf := make([]byte, 1<<20)
 		for i := 0; len(got) < len(want); i++ {
@@ -199,21 +206,13 @@ func TestSinkAfterPollLook(t *testing.T) {
 // sender's first urgent send marks its ring (shm Prompt), and from then
 // on the reader's looks and receives read everything that came.
 func TestUrgentNotLeftInRing(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Markers, cfg.CRC = false, false
-	a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
-	oneWay(t, p, a, 1000)
-	oneWay(t, a, p, 1000)
+	a, p := sinkPair(t)
 	until := time.Now().Add(20 * time.Second)
 	for round := range 3 {
 		bulk := make([]byte, 128<<10)
 		rand.New(rand.NewSource(int64(round))).Read(bulk)
 		require.NoError(t, sendBytes(t, p, bulk, 0, until))
-		sendStr(t, p, "u", SendOOB)
-		for p.Unsent() > 0 {
-			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
-			runtime.Gosched()
-		}
+		sendIntoRing(t, p, []byte("u"), SendOOB, until)
 		// Everything is in the ring now: a look with data to report
 		// must still see the urgent byte behind it.
 		var ready Events
@@ -249,13 +248,9 @@ func TestUrgentNotLeftInRing(t *testing.T) {
 // smaller receive, the look reads everything in, as before, many messages
 // at a time.
 func TestLookLeavesWhatTheReceiveSinks(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Markers, cfg.CRC = false, false
 	const size, count = 16 << 10, 12 // within the 16 credits of the set-up
 	for _, rxBuf := range []int{size, 64} {
-		a, p, _, _, _, _ := shmPairRing(t, cfg, 1<<20)
-		oneWay(t, p, a, 1000)
-		oneWay(t, a, p, 1000)
+		a, p := sinkPair(t)
 		until := time.Now().Add(20 * time.Second)
 		buf := make([]byte, rxBuf)
 		sendStr(t, p, string(make([]byte, rxBuf)), 0) // the receive that sets rxBuf
@@ -266,11 +261,7 @@ func TestLookLeavesWhatTheReceiveSinks(t *testing.T) {
 		want := make([]byte, size*count)
 		rand.New(rand.NewSource(6)).Read(want)
 		for i := range count {
-			require.NoError(t, sendBytes(t, p, want[i*size:(i+1)*size], 0, until))
-		}
-		for p.Unsent() > 0 {
-			require.True(t, time.Now().Before(until), "the sender keeps %d bytes", p.Unsent())
-			runtime.Gosched()
+			sendIntoRing(t, p, want[i*size:(i+1)*size], 0, until)
 		}
 		ready := pollLook(t, a, EvIn)
 		require.Equal(t, EvIn, ready&EvIn, "rxBuf %d: readable", rxBuf)
