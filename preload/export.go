@@ -181,23 +181,22 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL
 	// POLLRDNORM and POLLWRNORM are POLLIN's and POLLOUT's other names on
 	// a TCP socket: the kernel reports them together.
-	norm := want & (C.POLLRDNORM | C.POLLWRNORM)
-	if norm&C.POLLRDNORM != 0 {
-		want |= unix.POLLIN
-	}
-	if norm&C.POLLWRNORM != 0 {
-		want |= unix.POLLOUT
-	}
-	defer func() {
-		if rc > 0 && norm != 0 {
-			if rc&unix.POLLIN != 0 {
+	if norm := want & (C.POLLRDNORM | C.POLLWRNORM); norm != 0 {
+		if norm&C.POLLRDNORM != 0 {
+			want |= unix.POLLIN
+		}
+		if norm&C.POLLWRNORM != 0 {
+			want |= unix.POLLOUT
+		}
+		defer func() {
+			if rc > 0 && rc&unix.POLLIN != 0 {
 				rc |= C.int(norm & C.POLLRDNORM)
 			}
-			if rc&unix.POLLOUT != 0 {
+			if rc > 0 && rc&unix.POLLOUT != 0 {
 				rc |= C.int(norm & C.POLLWRNORM)
 			}
-		}
-	}()
+		}()
+	}
 	if !woke {
 		enginePolls.Add(1)
 	}

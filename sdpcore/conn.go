@@ -159,7 +159,6 @@ type Conn struct {
 	rxLazy        bool   // progress for a wait that only reads: readable is enough (sink.go)
 	prompted      bool   // the peer was asked to read as things come (promptPeer)
 	rxBuf         int    // the buffer of the application's last receive (leaveRest)
-	largeReady    bool   // the last progress left a large Send whole for a receive (leaveRest)
 	sinkBuf       []byte
 	sinkPlaceFn   func(head []byte, n int) []byte
 	rxOut         uint64  // bytes the application has read (or skipped), all time
@@ -455,7 +454,6 @@ func (c *Conn) progress(now time.Time) { c.progressFor(now, false, true) }
 // false leaves what it queued to the caller's flush (a send's first call,
 // whose data joins the MPA Reply in one segment).
 func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
-	c.largeReady = false
 	if c.phase() == stFailed || c.fb != nil {
 		return
 	}

@@ -720,7 +720,9 @@ func (c *Conn) pollLocked(want Events, now time.Time, quiet bool) (ready, wait E
 		// peer's side shut (POLLRDHUP) for those who ask.
 		return (EvIn | EvOut | EvErr | EvHup | EvRdHup) & (want | EvErr | EvHup), 0, time.Time{}, c.edges, nil
 	}
-	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || c.largeReady || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis() || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
+	// With nothing queued, a wait that only reads may have left a large
+	// Send the ring holds whole for the receive's sink: readable too.
+	if (c.rqBytes > 0 && (!c.urg.mark || c.readable())) || (c.rqBytes == 0 && c.rxLazy && c.leaveRest()) || (c.zsink != nil && !c.zsink.reading) || c.rdCollect != nil || c.peerDis() || c.eof || c.rdShut || (c.zw != nil && c.zw.done) {
 		ready |= EvIn
 	}
 	if c.urg.state == urgValid {

@@ -42,7 +42,8 @@ type sendSinker interface {
 // (rxLazy) once there is something to report, if the application's last
 // receive (rxBuf) could take that Send whole. With nothing queued yet, a
 // large Send whose payload the transport holds whole is that something
-// (largeReady): readable, and the receive reads it straight into place.
+// (pollLocked calls the connection readable then), and the receive reads
+// it straight into place.
 // What else comes (urgent data, the end, credits) is read as it arrives,
 // as before, and so is everything a peer that sends urgent data sends.
 func (c *Conn) leaveRest() bool {
@@ -65,7 +66,6 @@ func (c *Conn) leaveRest() bool {
 	case c.rqBytes > 0:
 		return true
 	default:
-		c.largeReady = whole
 		return whole
 	}
 }

@@ -18,9 +18,7 @@ func TestSinkOneCopy(t *testing.T) {
 	a, p := sinkPair(t)
 	before := a.Stats()
 	until := time.Now().Add(20 * time.Second)
-	want := make([]byte, 256<<10)
-	rand.New(rand.NewSource(3)).Read(want)
-	sendIntoRing(t, p, want, 0, until)
+	want := randomIntoRing(t, p, 256<<10, 3, until)
 	buf := make([]byte, 1<<20)
 	n, err := a.Recv([][]byte{buf}, 0, time.Now())
 	require.NoError(t, err)
@@ -44,6 +42,16 @@ func sinkPair(t *testing.T) (a, p *Conn) {
 	oneWay(t, p, a, 1000)
 	oneWay(t, a, p, 1000)
 	return a, p
+}
+
+// randomIntoRing sends n random bytes (from seed) into the ring
+// (sendIntoRing) and returns them.
+func randomIntoRing(t *testing.T, p *Conn, n int, seed int64, until time.Time) []byte {
+	t.Helper()
+	data := make([]byte, n)
+	rand.New(rand.NewSource(seed)).Read(data)
+	sendIntoRing(t, p, data, 0, until)
+	return data
 }
 
 // sendIntoRing sends data from p, flags as given, and waits (bounded)
@@ -174,9 +182,7 @@ func TestSinkAfterPollLook(t *testing.T) {
 		a, p := sinkPair(t)
 		before := a.Stats()
 		until := time.Now().Add(20 * time.Second)
-		want := make([]byte, 768<<10)
-		rand.New(rand.NewSource(4)).Read(want)
-		sendIntoRing(t, p, want, 0, until)
+		want := randomIntoRing(t, p, 768<<10, 4, until)
 		got := make([]byte, 0, len(want))
 		buf := make([]byte, 1<<20)
 		for i := 0; len(got) < len(want); i++ {
