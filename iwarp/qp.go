@@ -183,6 +183,12 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 	q.tx = NewTxFramer(txMarkers, crc, spacing)
 	q.rx = NewRxDeframer(rxMarkers, crc, spacing)
 	q.mulpdu = q.tx.MULPDU(mss)
+	if q.noAlign {
+		// FPDUs that need not start segments need not fit one either: a
+		// 1500-octet MTU's would cut a 64 KiB message into 46 FPDUs, each
+		// framed, checked and handed up alone (docs/PERFORMANCE.md).
+		q.mulpdu = q.tx.MULPDU(unalignedSegment)
+	}
 	if q.mulpdu > maxULPDULength {
 		q.mulpdu = maxULPDULength
 	}
@@ -200,6 +206,10 @@ func (q *QP) StartFullOperation(txMarkers, rxMarkers, crc bool, spacing, mss int
 		q.rawEnd = len(q.txbuf) // FPDUs wait for the peer's choice
 	}
 }
+
+// unalignedSegment is the segment an unaligned FPDU is cut to fit: the
+// largest the 16-bit ULPDU_Length allows.
+const unalignedSegment = 1 << 16
 
 // maxRunSegment is the largest segment size (jumbo frames and below, a
 // real MTU) for which FPDUs are cut to fill segments and sent in runs.
@@ -1017,12 +1027,14 @@ func (q *QP) PostTerminate(err *Error) {
 	q.postUntagged(OpTerminate, QNTerminate, 0, [][]byte{q.terminatePayload(b[:0], err)})
 }
 
-// SetAlign chooses whether each FPDU is handed to the kernel as its own
-// record (the default: every TCP segment starts with an FPDU, as RFC 5044
-// §5.1 asks of senders, and Wireshark can follow markers) or the transmit
-// buffer goes out as one stream, which the kernel cuts into fewer, larger
-// segments: measured about twice as fast over loopback (docs/PROTOCOL.md §3,
-// "Size and alignment"). Receivers frame by ULPDU_Length either way.
+// SetAlign chooses, before StartFullOperation, whether each FPDU fits one
+// TCP segment and is handed to the kernel as its own record (every segment
+// starts with an FPDU, as RFC 5044 §5.1 asks of senders, and Wireshark can
+// follow markers) or FPDUs are as large as ULPDU_Length allows and the
+// transmit buffer goes out as one stream, which the kernel cuts into
+// segments: measured about twice as fast over loopback and between two
+// namespaces (docs/PROTOCOL.md §3, "Size and alignment"). Receivers frame by
+// ULPDU_Length either way. A QP aligns until told otherwise.
 func (q *QP) SetAlign(align bool) { q.noAlign = !align }
 
 func (q *QP) sendFlags() uintptr {

@@ -62,7 +62,7 @@ struct sdp_engine_config {
 	 * sdp_port=P", addresses as the application sees them. Returns the
 	 * length written (at most len - 1, NUL-terminated). */
 	int (*snapshot)(char *buf, int len);
-	int32_t fpdu_align; /* SDP_FPDU_ALIGN: 0 off (let TCP merge FPDUs), 1 on (one FPDU per TCP segment, MSG_EOR), 2 auto (on where the peer is on another host) */
+	int32_t fpdu_align; /* SDP_FPDU_ALIGN: 0 off (FPDUs up to 64 KiB, TCP cuts the stream), 1 on (one FPDU per TCP segment, MSG_EOR), 2 auto (on where the peer is on another host) */
 	/* The engine reports descriptors it opens (own = 1) and is about to
 	 * close (own = 0): close() by the application leaves them alone. */
 	void (*own_fd)(int fd, int own);

@@ -5,7 +5,9 @@
 # the segments themselves rather than the kernel's 64 KiB buffers, NetPIPE (NPtcp, both ends
 # preloaded) exchanges messages of each size for ALIGN_SECONDS while tcpdump records the SDP
 # connection, and scripts/mpacheck.py walks the capture: it checks every FPDU (framing, markers,
-# CRC) and counts the segments that begin inside an FPDU.
+# CRC) and counts the segments that begin inside an FPDU. Alignment is SDP_FPDU_ALIGN=on (the
+# default, off, sends FPDUs of up to 64 KiB that the kernel cuts; set SDP_FPDU_ALIGN to measure
+# another value).
 #
 # usage: bash scripts/aligncheck.sh [SIZE...]     (default: 4096 65536 300000 octets)
 # Environment: LIBSDP_BUILD=dir measures another build; ALIGN_SECONDS (default 2).
@@ -19,6 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 require_cmd NPtcp tcpdump tshark
 require_build
 secs=${ALIGN_SECONDS:-2}
+align=${SDP_FPDU_ALIGN:-on}
 [[ $secs =~ ^[1-9][0-9]*$ ]] || die "ALIGN_SECONDS=$secs is not a whole number of seconds"
 sizes=("$@")
 ((${#sizes[@]})) || sizes=(4096 65536 300000)
@@ -35,7 +38,7 @@ bad=0
 for size in "${sizes[@]}"; do
 	[[ $size =~ ^[1-9][0-9]*$ ]] || die "size $size is not a number of octets"
 	port=$((port + 1))
-	start_bg "$tmp/server.out" ip netns exec "$NS_A" env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" \
+	start_bg "$tmp/server.out" ip netns exec "$NS_A" env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" SDP_FPDU_ALIGN="$align" \
 		NPtcp -P "$port" -l "$size" -u "$size" -p 0
 	server=$BG_PID
 	for _ in $(seq 1 100); do
@@ -49,7 +52,7 @@ for size in "${sizes[@]}"; do
 		grep -q 'listening on' "$tmp/tcpdump.out" 2>/dev/null && break
 		sleep 0.05
 	done
-	(cd "$tmp" && ip netns exec "$NS_B" env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" \
+	(cd "$tmp" && ip netns exec "$NS_B" env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" SDP_FPDU_ALIGN="$align" \
 		timeout "$secs" NPtcp -h "$ADDR_A" -P "$port" -l "$size" -u "$size" -p 0 -o "$tmp/np.out" \
 		>/dev/null 2>&1) || true
 	stop_proc "$server" 5

@@ -28,7 +28,7 @@ func BenchmarkStream(b *testing.B) {
 		})
 		b.Run("sdp-aligned/"+sizeName(size), func(b *testing.B) {
 			cfg := DefaultConfig()
-			cfg.AlignLocal = true // as between hosts; the default does not align on loopback
+			cfg.Unaligned, cfg.AlignLocal = false, true // SDP_FPDU_ALIGN=on
 			benchSDP(b, size, cfg)
 		})
 		b.Run("tcp/"+sizeName(size), func(b *testing.B) { benchTCP(b, size) })
@@ -302,7 +302,7 @@ func BenchmarkPushFlush(b *testing.B) {
 					pushFlush = m.flush
 					defer func() { pushFlush = def }()
 					cfg := DefaultConfig()
-					cfg.AlignLocal = true // as between hosts
+					cfg.Unaligned, cfg.AlignLocal = false, true // aligned (SDP_FPDU_ALIGN=on)
 					cfg.SameHost = false
 					cfd, afd := testnet.TCPPairMSS(b, mss)
 					a, p := connPairOn(b, cfg, cfd, afd)

@@ -26,7 +26,7 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	TxBacklog        int           // bytes framed but not yet taken by the kernel before senders wait
 	Linger           time.Duration // how long a closed connection keeps flushing and draining
-	Unaligned        bool          // let the kernel merge FPDUs into segments (SDP_FPDU_ALIGN=off)
+	Unaligned        bool          // FPDUs up to 64 KiB, cut into segments by the kernel (SDP_FPDU_ALIGN=off, the default)
 	AlignLocal       bool          // align FPDUs on connections within the host too (SDP_FPDU_ALIGN=on)
 	FlowControl      FlowControl   // asked for in Hello/HelloAck; both ends must agree
 	Buffering        Buffering     // local: copies per byte of a buffer-copy transfer
@@ -67,6 +67,7 @@ func DefaultConfig() Config {
 		Progress:         DefaultProgress,
 		ZCopyThreshold:   DefaultZCopyThreshold,
 		SameHost:         settings.SharedMemory.Def() != 0,
+		Unaligned:        settings.FPDUAlign.Def() == 0, // off
 		PollSpin:         time.Duration(settings.PollUS.Def()) * time.Microsecond,
 	}
 }

@@ -26,7 +26,9 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			cfd, afd := testnet.TCPPairMSS(t, 1448)
 			cfg := testConfig()
 			cfg.Markers = markers
-			cfg.AlignLocal = true // loopback, standing in for a link between hosts
+			// Aligned (SDP_FPDU_ALIGN=on) over loopback, standing in for a
+			// link between hosts.
+			cfg.Unaligned, cfg.AlignLocal = false, true
 			// Both ends are blocking calls of this test, which the cancel
 			// exists to unblock: with the default 20 ms, a loaded machine
 			// that kept the reader off the CPU that long saw both offers
@@ -89,6 +91,52 @@ func TestFPDUsFillSegmentsOverSmallMSS(t *testing.T) {
 			// the socket was full in the middle of one), plus the small messages.
 			require.NotZero(t, s.TxRecords)
 			require.Less(t, s.TxRecords*8, s.Tx.FPDUs, "%d FPDUs in %d records", s.Tx.FPDUs, s.TxRecords)
+		})
+	}
+}
+
+// TestUnalignedFPDUsSpanSegments: by default (SDP_FPDU_ALIGN=off) FPDUs are
+// not cut for the segment size: over a connection with a 1500-octet MTU's
+// segments a 64 KiB Data message is two FPDUs, not 46, each framed, checked
+// and handed up alone, and the kernel cuts the stream into segments. The
+// bytes arrive as sent. Counted, not timed.
+func TestUnalignedFPDUsSpanSegments(t *testing.T) {
+	for _, markers := range []bool{true, false} {
+		t.Run(map[bool]string{true: "markers", false: "nomarkers"}[markers], func(t *testing.T) {
+			cfd, afd := testnet.TCPPairMSS(t, 1448)
+			cfg := testConfig()
+			require.True(t, cfg.Unaligned, "the default aligns FPDUs")
+			cfg.Markers = markers
+			a, p := connPairOn(t, cfg, cfd, afd)
+
+			until := time.Now().Add(30 * time.Second)
+			data := randBytes(2<<20, 11)
+			done := make(chan error, 1)
+			go func() {
+				for off := 0; off < len(data); off += 64 << 10 {
+					if err := sendBytes(t, a, data[off:off+64<<10], 0, until); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			got, err := recvN(t, p, len(data), 1<<20, RecvWait, until)
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			require.True(t, bytes.Equal(data, got), "the bytes received differ from those sent")
+
+			s, r := a.Stats(), p.Stats()
+			t.Logf("%d FPDUs, %d wire octets sent; %d FPDUs received", s.Tx.FPDUs, s.Tx.Bytes, r.Rx.FPDUs)
+			// A 64 KiB send is a Data message of 65,520 payload octets (two
+			// FPDUs: a ULPDU holds at most 65,535) and one of 16: three FPDUs
+			// where aligned ones would be 47 (TestFPDUsFillSegmentsOverSmallMSS).
+			require.LessOrEqual(t, s.Tx.FPDUs, uint64(3*32+8), "FPDUs cut smaller than ULPDU_Length allows")
+			require.Greater(t, float64(s.Tx.Bytes)/float64(s.Tx.FPDUs), float64(8*1448), "FPDUs of a segment's size")
+			require.Equal(t, s.Tx.FPDUs, r.Rx.FPDUs)
+			if markers {
+				require.NotZero(t, r.Rx.Markers)
+			}
 		})
 	}
 }

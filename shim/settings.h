@@ -58,7 +58,7 @@ enum setting_id {
 #define SET_RECV_BUFS_DEFAULT 16L
 #define SET_RECV_BUFS_MIN 4L
 #define SET_RECV_BUFS_MAX 1024L
-#define SET_FPDU_ALIGN_DEFAULT 2L
+#define SET_FPDU_ALIGN_DEFAULT 0L
 #define SET_FLOW_CONTROL_DEFAULT 0L
 #define SET_ZCOPY_THRESHOLD_DEFAULT 0L
 #define SET_ZCOPY_THRESHOLD_MIN 0L
@@ -117,7 +117,7 @@ static const struct setting settings[SET_COUNT] = {
 		{ 0 }, 0, "a decimal integer from 4 to 1024", "16" },
 	[SET_FPDU_ALIGN] = { "SDP_FPDU_ALIGN", SETTING_ENUM, READ_SHIM,
 		SET_FPDU_ALIGN_DEFAULT, 0L, 0L, 0L,
-		{ "off", "on", "auto" }, 1, "one of off|on|auto or 0-2", "auto" },
+		{ "off", "on", "auto" }, 1, "one of off|on|auto or 0-2", "off" },
 	[SET_FLOW_CONTROL] = { "SDP_FLOW_CONTROL", SETTING_ENUM, READ_SHIM | READ_ENGINE,
 		SET_FLOW_CONTROL_DEFAULT, 0L, 0L, 0L,
 		{ "credit", "rdma", "nic", "transport" }, 0, "one of credit|rdma|nic|transport", "credit" },

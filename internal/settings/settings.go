@@ -91,8 +91,8 @@ var (
 		Readers: Shim, Meaning: "bytes per SDP receive buffer (the engine gets it from the shim)"}
 	RecvBufs = &Setting{Name: "SDP_RECV_BUFS", Kind: Int, Default: "16", Min: 4, Max: 1024,
 		Readers: Shim, Meaning: "receive buffers per connection, the credits granted (the engine gets it from the shim)"}
-	FPDUAlign = &Setting{Name: "SDP_FPDU_ALIGN", Kind: Enum, Default: "auto", Values: []string{"off", "on", "auto"},
-		Numeric: true, Readers: Shim, Meaning: "each FPDU starts a TCP segment: on every connection, on none, or (auto) on those that leave the host (the engine gets it from the shim)"}
+	FPDUAlign = &Setting{Name: "SDP_FPDU_ALIGN", Kind: Enum, Default: "off", Values: []string{"off", "on", "auto"},
+		Numeric: true, Readers: Shim, Meaning: "each FPDU fits and starts a TCP segment: on none (FPDUs up to 64 KiB), on every connection, or (auto) on those that leave the host (the engine gets it from the shim)"}
 	FlowControl = &Setting{Name: "SDP_FLOW_CONTROL", Kind: Enum, Default: "credit",
 		Values:  []string{"credit", "rdma", "nic", "transport"}, // codes as in the Hello
 		Readers: Shim | Engine, Meaning: "flow control asked for in the Hello (shim) and run (engine)"}
