@@ -387,32 +387,9 @@ func (d *RxDeframer) Next(buf []byte) (ulpdu []byte, n int, err error) {
 		return nil, 0, ErrNeedMore
 	}
 	fr := buf[:wire:wire]
-	end := wire - crcLen // CRC-covered octets: everything before the CRC
-
-	// Markers, read-only: all must be right before anything changes.
-	markers := 0
-	for o := first; o < end; o += d.spacing {
-		m := Marker(fr[o:])
-		want := o - hdr
-		if o < hdr {
-			want = 0
-		}
-		if m.Reserved() != 0 || int(m.FPDUPTR()) != want {
-			return nil, 0, mpaErr(MPAErrMarker, "marker at stream offset %d is %#08x, want FPDUPTR %#x (ULPDU_Length %d at stream offset %d)",
-				d.pos+uint64(o), binary.BigEndian.Uint32(fr[o:]), want, ulen, d.pos+uint64(hdr))
-		}
-		markers++
-	}
-
-	if d.crc {
-		got := binary.LittleEndian.Uint32(fr[end:])
-		want := CRC32C(fr[:end])
-		d.stats.CRCBytes += uint64(end)
-		if got != want {
-			d.stats.CRCErrors++
-			return nil, 0, mpaErr(MPAErrCRC, "bad CRC (got %#08x, want %#08x) in FPDU of %d octets at stream offset %d",
-				got, want, wire, d.pos)
-		}
+	markers, err := d.check(fr, hdr, ulen, first)
+	if err != nil {
+		return nil, 0, err
 	}
 
 	// Close the marker gaps: each piece of ULPDU between markers moves left
@@ -420,6 +397,7 @@ func (d *RxDeframer) Next(buf []byte) (ulpdu []byte, n int, err error) {
 	// before the ULPDU's end are in the way.
 	lo := hdr + ulpduLenLen
 	if markers > 0 {
+		end := wire - crcLen
 		dstOff, srcOff, left := lo, lo, ulen
 		o := first
 		if o < hdr {
@@ -438,12 +416,77 @@ func (d *RxDeframer) Next(buf []byte) (ulpdu []byte, n int, err error) {
 			copy(fr[dstOff:dstOff+left], fr[srcOff:srcOff+left])
 		}
 	}
+	d.advance(wire, markers)
+	return fr[lo : lo+ulen : lo+ulen], wire, nil
+}
 
+// check verifies the whole FPDU fr (header's results for it), read-only:
+// every marker (reserved half 0, FPDUPTR pointing at ULPDU_Length) and
+// the CRC. It returns the number of markers.
+func (d *RxDeframer) check(fr []byte, hdr, ulen, first int) (int, error) {
+	end := len(fr) - crcLen // CRC-covered octets: everything before the CRC
+	markers := 0
+	for o := first; o < end; o += d.spacing {
+		m := Marker(fr[o:])
+		want := o - hdr
+		if o < hdr {
+			want = 0
+		}
+		if m.Reserved() != 0 || int(m.FPDUPTR()) != want {
+			return 0, mpaErr(MPAErrMarker, "marker at stream offset %d is %#08x, want FPDUPTR %#x (ULPDU_Length %d at stream offset %d)",
+				d.pos+uint64(o), binary.BigEndian.Uint32(fr[o:]), want, ulen, d.pos+uint64(hdr))
+		}
+		markers++
+	}
+	if d.crc {
+		got := binary.LittleEndian.Uint32(fr[end:])
+		want := CRC32C(fr[:end])
+		d.stats.CRCBytes += uint64(end)
+		if got != want {
+			d.stats.CRCErrors++
+			return 0, mpaErr(MPAErrCRC, "bad CRC (got %#08x, want %#08x) in FPDU of %d octets at stream offset %d",
+				got, want, len(fr), d.pos)
+		}
+	}
+	return markers, nil
+}
+
+// advance moves the position past an accepted FPDU of wire octets.
+func (d *RxDeframer) advance(wire, markers int) {
 	d.pos += uint64(wire)
 	d.stats.FPDUs++
 	d.stats.Markers += uint64(markers)
 	d.stats.Bytes += uint64(wire)
-	return fr[lo : lo+ulen : lo+ulen], wire, nil
+}
+
+// gather copies the ULPDU octets [from, from+len(dst)) of the FPDU fr
+// (header's results for it) into dst, leaving out the markers between
+// them: one pass from the wire form into the reader's memory, where Next
+// closes the gaps in place and the reader then copies the ULPDU out.
+func (d *RxDeframer) gather(dst, fr []byte, hdr, first, ulen, from int) {
+	end := len(fr) - crcLen
+	src, u, to := hdr+ulpduLenLen, 0, from+len(dst) // ULPDU octet u lies at fr[src]
+	o := first
+	if o < hdr {
+		o += d.spacing
+	}
+	for u < to {
+		k := ulen - u // octets up to the next marker or the ULPDU's end
+		if o < end {
+			k = min(k, o-src)
+		}
+		if k < 0 || (k == 0 && src != o) {
+			return // not an FPDU header's layout: nothing more to take
+		}
+		if lo, hi := max(u, from), min(u+k, to); lo < hi {
+			copy(dst[lo-from:hi-from], fr[src+lo-u:src+hi-u])
+		}
+		u, src = u+k, src+k
+		if o < end && src == o {
+			src += MarkerLen
+			o += d.spacing
+		}
+	}
 }
 
 // extend lengthens dst by n bytes, growing it with some slack when its

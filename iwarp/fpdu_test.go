@@ -626,3 +626,44 @@ func TestFramingDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Next: %v allocs", n)
 	}
 }
+
+// TestGatherMatchesNext: gather takes any window of an FPDU's ULPDU out of
+// its wire form, over the markers, exactly as Next's compaction leaves it;
+// at every marker phase, spacings 16 and 512, sizes that put markers before,
+// inside and after the window.
+func TestGatherMatchesNext(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for _, spacing := range []int{16, 512} {
+		for phase := 0; phase < spacing; phase += 4 * max(1, spacing/64) {
+			for _, n := range []int{0, 1, 17, 40, 100, 511, 1430, 4096, 9000} {
+				pos := uint64(spacing*3 + phase)
+				tx := NewTxFramer(true, true, spacing)
+				rx := NewRxDeframer(true, true, spacing)
+				if err := tx.SetPos(pos); err != nil {
+					t.Fatal(err)
+				}
+				if err := rx.SetPos(pos); err != nil {
+					t.Fatal(err)
+				}
+				u := randBytes(r, n)
+				fr := tx.AppendFPDU(nil, u)
+				hdr, ulen, first, wire, err := rx.header(fr)
+				if err != nil || wire != len(fr) || ulen != n {
+					t.Fatalf("spacing %d phase %d n %d: header %d %d %v", spacing, phase, n, ulen, wire, err)
+				}
+				for range 8 {
+					from := r.Intn(n + 1)
+					dst := make([]byte, r.Intn(n-from+1))
+					rx.gather(dst, fr, hdr, first, ulen, from)
+					if !bytes.Equal(dst, u[from:from+len(dst)]) {
+						t.Fatalf("spacing %d phase %d n %d: gather [%d, %d) differs", spacing, phase, n, from, from+len(dst))
+					}
+				}
+				got, _, err := rx.Next(append([]byte(nil), fr...))
+				if err != nil || !bytes.Equal(got, u) {
+					t.Fatalf("spacing %d phase %d n %d: Next %v", spacing, phase, n, err)
+				}
+			}
+		}
+	}
+}

@@ -80,6 +80,7 @@ func FuzzDeframer(f *testing.F) {
 		off := 0
 		for off < len(buf) {
 			view := buf[off:]
+			wire := append([]byte(nil), view...) // before Next closes the gaps
 			u, n, err := rx.Next(view)
 			if err != nil {
 				var e *Error
@@ -96,6 +97,20 @@ func FuzzDeframer(f *testing.F) {
 			}
 			if len(u) > 0 && uintptrDiff(u, view[:n]) < 0 {
 				t.Fatalf("ULPDU outside the consumed octets")
+			}
+			// gather takes any window of the ULPDU from the wire form as
+			// Next's compaction left it.
+			rg := NewRxDeframer(fc.markers, fc.crc, fc.spacing)
+			rg.SetPos(start + uint64(off))
+			if hdr, ulen, first, w, err := rg.header(wire); err != nil || w != n || ulen != len(u) {
+				t.Fatalf("header %d %d %v, Next took %d octets, ULPDU %d", w, ulen, err, n, len(u))
+			} else {
+				from := int(pos) % (ulen + 1)
+				g := make([]byte, (ulen-from)/2+int(mode>>3)%(ulen-from+1-(ulen-from)/2))
+				rg.gather(g, wire[:n], hdr, first, ulen, from)
+				if !bytes.Equal(g, u[from:from+len(g)]) {
+					t.Fatalf("gather [%d, %d) of %d differs", from, from+len(g), ulen)
+				}
 			}
 			// The same ULPDU framed afresh has the same wire length and
 			// deframes to the same octets.

@@ -917,6 +917,14 @@ func (q *QP) NextSegmentTo(out *Segment) error {
 		if q.cur == nil || q.rxr == q.rxw {
 			return ErrNeedMore
 		}
+		if q.sink.place != nil && q.chunkSinkable() {
+			if ok, err := q.sinkChunk(); ok {
+				if err == nil {
+					q.nextSunkTo(out)
+				}
+				return err
+			}
+		}
 		ulpdu, n, err := q.rx.Next(q.cur.buf[q.rxr:q.rxw])
 		if err != nil {
 			if err == ErrNeedMore {

@@ -18,9 +18,16 @@ import "encoding/binary"
 // come out of NextSegment as usual, the payload's with Sunk set; a ULP
 // that keeps such a payload past the call copies it first.
 //
-// Only without markers and CRC (the same-host default): the stream is
-// memory the kernel protects, and a CRC would have to be checked after
-// the payload was placed.
+// Over a stream, only without markers and CRC (the same-host default):
+// the stream is memory the kernel protects, and a CRC would have to be
+// checked after the payload was placed.
+//
+// Over a socket, with markers (between hosts): FPDUs are read into the
+// chunk as before, and checked whole there (markers and CRC) before
+// anything is placed; then the payload of a large Send goes from the
+// chunk into the sink over its markers (sinkChunk), one pass where
+// closing the marker gaps in the chunk and the reader's copy out of it
+// made two. Without markers the chunk's copy out is that one pass already.
 
 // sinkMin is the least payload worth reading apart from its headers: below
 // it the copy saved costs less than the extra reads of the stream.
@@ -45,8 +52,9 @@ type sink struct {
 	keep   int
 	ready  []Segment // segments read for the sink, NextSegment's first
 	next   int
-	trail  [8]byte // PAD and CRC field of a sunk FPDU
-	large  bool    // the last FPDU parsed or begun was a large Send's
+	trail  [8]byte  // PAD and CRC field of a sunk FPDU
+	head   [64]byte // a chunk's FPDU: its DDP header and keep octets, the markers left out
+	large  bool     // the last FPDU parsed or begun was a large Send's
 	placed uint64
 }
 
@@ -135,7 +143,17 @@ const sinkWindow = 256
 // Send); whole, that the stream already holds the rest of its FPDU, so
 // that the receive would find it all.
 func (q *QP) LargeNext() (pay int, whole bool) {
-	if !q.Sinkable() || q.fault != nil || q.cur == nil {
+	if q.sink.next < len(q.sink.ready) {
+		return 0, false // segments read for a sink come first
+	}
+	if q.chunkSinkable() && q.sink.place != nil && q.fault == nil {
+		// Over a socket, only for a receive with a sink: it stops in
+		// front of a Send its sink cannot take, for the next receive's. A
+		// look reads on, as urgent data behind the Send must reach it.
+		c, _ := q.chunkLarge()
+		return c.pay, c.whole
+	}
+	if !q.streamSinkable() || q.fault != nil || q.cur == nil {
 		return 0, false
 	}
 	pending := q.rxw - q.rxr
@@ -147,10 +165,131 @@ func (q *QP) LargeNext() (pay int, whole bool) {
 	return pay, pending >= hl+q.sink.keep && q.holder.Holds(wire-pending)
 }
 
-// Sinkable reports whether FPDUs arrive over a stream a sink can read
-// from (SinkSends).
-func (q *QP) Sinkable() bool {
+// Sinkable reports whether a sink (SinkSends) can take Send payload: over
+// a stream it can read from, or from a socket's chunk where markers
+// separate the payload's pieces.
+func (q *QP) Sinkable() bool { return q.streamSinkable() || q.chunkSinkable() }
+
+func (q *QP) streamSinkable() bool {
 	return q.holder != nil && q.streaming() && !q.rx.markers && !q.rx.crc
+}
+
+func (q *QP) chunkSinkable() bool {
+	return q.full && q.stream == nil && q.choice == nil && q.rx != nil && q.rx.markers
+}
+
+// ReadForSink readies a receive back from its wait to read the socket
+// itself, into its sink, where the payload's pieces come from the chunk
+// (chunkSinkable): the read that found the socket empty before the wait
+// no longer holds. It reports whether that is the case; elsewhere the
+// wait's look reads as before.
+func (q *QP) ReadForSink() bool {
+	if !q.chunkSinkable() || q.fault != nil || q.eof {
+		return false
+	}
+	q.drained = false
+	return true
+}
+
+// chunkSend is the large Send whose FPDU starts the chunk (chunkLarge).
+type chunkSend struct {
+	hdr, ulen, first, wire int // as RxDeframer.header says
+	keep, pay              int // the ULP's header octets, and the payload a sink would take
+	whole                  bool
+}
+
+// chunkLarge finds, where a sink over a socket can take it
+// (chunkSinkable), the large Send that starts the chunk: an untagged Send
+// on the Send queue with at least sinkMin octets of payload past the
+// ULP's header. Its DDP header and the ULP's header, the markers left out,
+// are in q.sink.head; nothing is checked yet, nothing changes.
+func (q *QP) chunkLarge() (chunkSend, bool) {
+	s, d := &q.sink, q.rx
+	const dl = DDPUntaggedHeaderLen
+	if q.expectRTR != 0 || s.keep > len(s.head)-dl || q.cur == nil {
+		return chunkSend{}, false
+	}
+	buf := q.cur.buf[q.rxr:q.rxw]
+	hdr, ulen, first, wire, err := d.header(buf)
+	if err != nil || ulen < dl+s.keep+sinkMin || len(buf) < min(wire, hdr+ulpduLenLen+dl+s.keep+2*MarkerLen) {
+		return chunkSend{}, false
+	}
+	// The chunk may hold only the FPDU's start: at least the headers and
+	// room for a marker past them, so gather sees every marker among them.
+	hb := s.head[:dl+s.keep]
+	d.gather(hb, buf[:min(wire, len(buf))], hdr, first, ulen, 0)
+	ddp := DDPHeader(hb)
+	if ddp.Tagged() || ddp.QN() != QNSend || (ddp.Opcode() != OpSend && ddp.Opcode() != OpSendSE) {
+		return chunkSend{}, false
+	}
+	keep := 0
+	if ddp.MO() == 0 {
+		keep = s.keep
+	}
+	pay := ulen - dl - keep
+	if pay < sinkMin {
+		return chunkSend{}, false
+	}
+	return chunkSend{hdr: hdr, ulen: ulen, first: first, wire: wire, keep: keep, pay: pay, whole: len(buf) >= wire}, true
+}
+
+// sinkChunk is NextSegmentTo's part for a sink over a socket
+// (chunkSinkable): when the chunk holds a whole FPDU of a large Send on
+// the Send queue whose payload the sink takes, it checks the FPDU, copies
+// its payload into the sink over the markers, puts its segments (the
+// ULP's header in the chunk, the payload in the sink) where nextSunkTo
+// finds them and reports true. Anything else is left to NextSegmentTo,
+// which finds any fault again and reports it.
+func (q *QP) sinkChunk() (bool, error) {
+	s, d := &q.sink, q.rx
+	c, ok := q.chunkLarge()
+	if !ok || !c.whole {
+		return false, nil
+	}
+	const dl = DDPUntaggedHeaderLen
+	keep, pay, hb := c.keep, c.pay, s.head[:dl+s.keep]
+	var head []byte
+	if keep > 0 {
+		head = hb[dl : dl+keep : dl+keep]
+	}
+	dst := s.place(head, pay)
+	if len(dst) != pay {
+		return false, nil
+	}
+	fr := q.cur.buf[q.rxr : q.rxr+c.wire : q.rxr+c.wire]
+	hdr, ulen, first := c.hdr, c.ulen, c.first
+	markers, err := d.check(fr, hdr, ulen, first)
+	if err != nil {
+		return false, nil
+	}
+	d.gather(dst, fr, hdr, first, ulen, dl+keep)
+	// The headers stay in the chunk, without their markers, for the
+	// segments: the FPDU is checked and its payload placed, so its wire
+	// form is no longer needed.
+	lo := hdr + ulpduLenLen
+	copy(fr[lo:], hb[:dl+keep])
+	seg, err := ParseDDPSegment(fr[lo : lo+dl])
+	if err != nil {
+		return true, q.setFault(err, fr[lo:lo+dl])
+	}
+	d.advance(c.wire, markers)
+	q.rxr += c.wire
+	if err := q.checkUntaggedLen(&seg, keep+pay); err != nil {
+		return true, q.setFault(err, fr[lo:lo+dl])
+	}
+	s.large = true
+	if keep > 0 {
+		first := seg
+		first.Last = false
+		first.Payload = fr[lo+dl : lo+dl+keep : lo+dl+keep]
+		q.cur.refs++
+		s.ready = append(s.ready, Segment{DDPSegment: first, chunk: q.cur})
+	}
+	seg.MO += uint32(keep)
+	seg.Payload = dst
+	s.ready = append(s.ready, Segment{DDPSegment: seg, sunk: true})
+	s.placed += uint64(pay)
+	return true, nil
 }
 
 // sinkPayload is the part of the FPDU whose headers start h that a sink

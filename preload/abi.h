@@ -148,6 +148,12 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * stop at the first data, as poll's does, and leave a large message in the
  * shared-memory ring for the receive that follows to read into place. */
 #define SDP_POLL_LEVEL 0x4000000
+/* SDP_POLL_RECV (with SDP_POLL_BLOCK): the caller is a blocking receive that
+ * reads right after its wait. Back from it (SDP_POLL_WOKE), the engine may
+ * report POLLIN without reading the socket, so that the receive reads large
+ * messages into its own buffer (over iWARP with markers); if nothing came
+ * for it, the receive says EAGAIN and the caller waits again. */
+#define SDP_POLL_RECV 0x8000000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

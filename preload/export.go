@@ -178,7 +178,8 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
 	quiet, alone, level := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0, want&C.SDP_POLL_LEVEL != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL
+	recv := want&C.SDP_POLL_RECV != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL | C.SDP_POLL_RECV
 	// POLLRDNORM and POLLWRNORM are POLLIN's and POLLOUT's other names on
 	// a TCP socket: the kernel reports them together.
 	if norm := want & (C.POLLRDNORM | C.POLLWRNORM); norm != 0 {
@@ -224,7 +225,11 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 			// peer's answer may come sooner than a sleep and a wake-up.
 			c.Spin(coreCfg.PollSpin)
 		}
-		ready, w, deadline, e, waiter, err = c.PollWaitOwn(sdpcore.Events(want), now, woke, block, own)
+		if block && recv {
+			ready, w, deadline, e, waiter, err = c.PollWaitRecv(sdpcore.Events(want), now, woke, own)
+		} else {
+			ready, w, deadline, e, waiter, err = c.PollWaitOwn(sdpcore.Events(want), now, woke, block, own)
+		}
 	case woke:
 		c.WokeOwn(own)
 		return 0

@@ -477,6 +477,11 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 				continue
 			}
 		default:
+			if c.sinkBuf != nil && c.leaveRest() {
+				// A receive stops in front of a Send its sink cannot take,
+				// even one the chunk holds whole: the next receive's can.
+				break
+			}
 			err := c.tr.NextSegment(&c.rxSeg)
 			if err == nil {
 				c.onSegment(&c.rxSeg)

@@ -94,6 +94,12 @@ func closeAtCleanup(t testing.TB, cs ...*Conn) {
 // (PollWait): another goroutine (a reader, or the progress goroutine) may
 // drain the socket into c's buffers.
 func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
+	return waitLook(t, c, want, until, false)
+}
+
+// waitLook is wait, or with recv a blocking receive's own wait as the shim
+// makes it (SDP_POLL_RECV: PollWaitRecv).
+func waitLook(t testing.TB, c *Conn, want Events, until time.Time, recv bool) error {
 	woke := false
 	defer func() {
 		if woke {
@@ -104,7 +110,14 @@ func wait(t testing.TB, c *Conn, want Events, until time.Time) error {
 		if time.Now().After(until) {
 			return errors.New("timed out waiting")
 		}
-		ready, kw, _, _, efd, err := c.PollWait(want, time.Now(), woke, true)
+		var ready, kw Events
+		var efd int
+		var err error
+		if recv {
+			ready, kw, _, _, efd, err = c.PollWaitRecv(want, time.Now(), woke, -1)
+		} else {
+			ready, kw, _, _, efd, err = c.PollWait(want, time.Now(), woke, true)
+		}
 		woke = false
 		if err != nil {
 			return err

@@ -219,6 +219,7 @@ func (t *qpTransport) SinkSends(place func(head []byte, n int) []byte, keep int)
 func (t *qpTransport) Sinkable() bool         { return t.qp().Sinkable() }
 func (t *qpTransport) LargeNext() (int, bool) { return t.qp().LargeNext() }
 func (t *qpTransport) SinkPlaced() uint64     { return t.qp().SinkPlaced() }
+func (t *qpTransport) ReadForSink() bool      { return t.qp().ReadForSink() }
 
 func (t *qpTransport) PeerPrompted() bool {
 	s, ok := t.qp().Stream().(*shm.Stream)

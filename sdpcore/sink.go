@@ -3,7 +3,9 @@ package sdpcore
 // The receive sink: over shared memory, a receive that finds nothing
 // queued lets the transport read the payload of large Data messages from
 // the ring straight into the application's buffer (iwarp/sink.go), one
-// copy where the receive chunk made two. The transport's segments then
+// copy where the receive chunk made two; over a socket with markers, from
+// the receive chunk over the markers, one pass where closing their gaps
+// and the copy out made two. The transport's segments then
 // carry payload that already lies where copyOut would put it: the first
 // piece at the start of the buffer, each next one right after the last,
 // which holds as long as every byte queued in this receive came through
@@ -34,11 +36,17 @@ type sendSinker interface {
 	// PromptPeer asks the peer to read this side's messages as they come
 	// from now on: urgent data follows.
 	PromptPeer()
+	// ReadForSink readies a blocking receive back from its wait to read
+	// the socket itself, into its sink, and reports whether it should: the
+	// sink takes payload from what the socket delivers (iWARP with
+	// markers), so a look that read it first would close the gaps
+	// between the markers in place and leave the receive a second copy.
+	ReadForSink() bool
 }
 
 // leaveRest says whether progress may stop reading with what it has
 // queued, in front of a large Send, which the next receive's sink can then
-// take: a receive once its buffer is full, and a wait that only reads
+// take: a receive once its sink cannot take it, and a wait that only reads
 // (rxLazy) once there is something to report, if the application's last
 // receive (rxBuf) could take that Send whole. With nothing queued yet, a
 // large Send whose payload the transport holds whole is that something
@@ -47,8 +55,8 @@ type sendSinker interface {
 // What else comes (urgent data, the end, credits) is read as it arrives,
 // as before, and so is everything a peer that sends urgent data sends.
 func (c *Conn) leaveRest() bool {
-	full := c.sinkBuf != nil && c.rqBytes >= len(c.sinkBuf)
-	if !full && !(c.rxLazy && c.sinkBuf == nil) {
+	receive := c.sinkBuf != nil
+	if !receive && !c.rxLazy {
 		return false
 	}
 	sk, ok := c.tr.(sendSinker)
@@ -59,8 +67,11 @@ func (c *Conn) leaveRest() bool {
 	switch {
 	case pay == 0 || sk.PeerPrompted():
 		return false
-	case full:
-		return true
+	case receive:
+		// A receive with something to return stops in front of a Send
+		// its sink cannot take (no room left, or bytes queued before it
+		// that did not go there): the next receive's sink can.
+		return c.rqBytes > 0 && !c.sinking(pay)
 	case c.rxBuf < pay:
 		return false // the receive could not sink it: read on, many at a time
 	case c.rqBytes > 0:
@@ -158,4 +169,16 @@ func (c *Conn) keepSunk() {
 			p.sunk = false
 		}
 	}
+}
+
+// receiveReads says whether a blocking receive's wait for want, back from
+// the kernel's, leaves the reading to the receive (ReadForSink): with
+// nothing queued, on an established connection whose receive sinks.
+func (c *Conn) receiveReads(want Events) bool {
+	if want&^(EvIn|EvErr|EvHup) != 0 || want&EvIn == 0 || c.rqBytes > 0 || c.phase() != stEstablished || c.closed || c.fb != nil ||
+		c.rdCollect != nil || c.zw != nil || c.zsink != nil || c.urg.mark || c.urg.state == urgValid || c.cfg.Buffering == BufSeparate {
+		return false
+	}
+	sk, ok := c.tr.(sendSinker)
+	return ok && sk.ReadForSink()
 }

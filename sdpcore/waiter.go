@@ -134,6 +134,26 @@ func (c *Conn) PollWaitOwn(want Events, now time.Time, woke, block bool, own int
 	return ready, wait, deadline, edges, efd, err
 }
 
+// PollWaitRecv is PollWaitOwn for a blocking receive's wait (block), whose
+// receive reads right after it: back from the kernel's wait (woke), where
+// the receive's sink takes payload from what the socket delivers
+// (ReadForSink, sink.go), it reports the connection readable without
+// reading, and the receive reads into its own buffer; it waits again if
+// nothing came for it.
+func (c *Conn) PollWaitRecv(want Events, now time.Time, woke bool, own int) (ready, wait Events, deadline time.Time, edges uint32, efd int, err error) {
+	if woke {
+		c.mu.Lock()
+		if c.receiveReads(want) {
+			c.wokeLocked(own)
+			edges = c.edges
+			c.unlock()
+			return EvIn, 0, time.Time{}, edges, -1, nil
+		}
+		c.unlock()
+	}
+	return c.PollWaitOwn(want, now, woke, true, own)
+}
+
 // Woke ends the sleep PollWait counted, for a caller that does not look
 // again (its wait was interrupted, or another descriptor became ready).
 func (c *Conn) Woke() { c.WokeOwn(-1) }

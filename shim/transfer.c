@@ -254,7 +254,8 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 	for (;;) {
 		int kw = 0, tmo = -1, efd = own;
 		uint32_t edges;
-		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke | of;
+		/* A receive's wait (POLLIN alone) reads right after it. */
+		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke | of | (want == POLLIN ? SDP_POLL_RECV : 0);
 		int r = need > 1 ? lowat_poll(fd, need, f, &kw, &tmo, &efd, &edges) : eng.poll(fd, f, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
