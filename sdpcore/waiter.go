@@ -149,7 +149,7 @@ func (c *Conn) PollWaitRecv(want Events, now time.Time, woke bool, own int) (rea
 			c.unlock()
 			return EvIn, 0, time.Time{}, edges, -1, nil
 		}
-		c.unlock()
+		c.mu.Unlock() // nothing changed: no one to wake
 	}
 	return c.PollWaitOwn(want, now, woke, true, own)
 }
