@@ -337,10 +337,12 @@ func TestChunkSinkOverMarkers(t *testing.T) {
 				require.Zero(t, placed)
 			}
 
-			// A wait of poll's (not a receive's) reads, and queues.
+			// A wait of poll's (not a receive's) reads the FPDUs itself
+			// (Stats, unlike Queued, reads nothing).
+			before := p.Stats().Rx.FPDUs
 			require.NoError(t, sendBytes(t, a, data[:64<<10], 0, until))
 			require.NoError(t, wait(t, p, EvIn, until))
-			require.Positive(t, p.Queued())
+			require.Greater(t, p.Stats().Rx.FPDUs, before, "the poll-style wait read nothing")
 		})
 	}
 }

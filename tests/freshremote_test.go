@@ -15,14 +15,18 @@ import (
 	"libsdp/internal/testnet"
 )
 
-// remoteEcho serves one connection on ADDR:PORT, echoing it, and says PORTS once it listens.
-const remoteEcho = `import socket, sys
+// remoteAccept listens on ADDR:PORT (argv 1 and 2), says PORTS once it does, and accepts one
+// connection as c: the start of the python servers of the tests between namespaces.
+const remoteAccept = `import socket, sys
 s = socket.socket()
 s.bind((sys.argv[1], int(sys.argv[2])))
 s.listen(1)
 print("PORTS %s" % sys.argv[2], flush=True)
 c, _ = s.accept()
-while True:
+`
+
+// remoteEcho serves one connection on ADDR:PORT, echoing it, and says PORTS once it listens.
+const remoteEcho = remoteAccept + `while True:
     b = c.recv(65536)
     if not b:
         break

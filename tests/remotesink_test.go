@@ -14,13 +14,7 @@ import (
 
 // remoteSender serves one connection on ADDR:PORT and sends it SIZE bytes of a known pattern in
 // 64 KiB sendall calls, then closes; it says PORTS once it listens.
-const remoteSender = `import socket, sys
-s = socket.socket()
-s.bind((sys.argv[1], int(sys.argv[2])))
-s.listen(1)
-print("PORTS %s" % sys.argv[2], flush=True)
-c, _ = s.accept()
-size = int(sys.argv[3])
+const remoteSender = remoteAccept + `size = int(sys.argv[3])
 block = bytes((i * 7 + 3) % 251 for i in range(65536))
 sent = 0
 while sent < size:
