@@ -197,6 +197,15 @@ typedef int (*sdp_engine_exit_fn)(void);
  * wait_ready's SDP_POLL_BLOCK on -EAGAIN): the engine may skip a read that
  * would only find the socket empty again. */
 #define SDP_RECV_BLOCK 16
+/* SDP_RECV_WOKE: the caller comes back from a wait in which sdp_poll
+ * (SDP_POLL_SLEEP) counted it as a sleeper; the receive ends that sleep
+ * first, as sdp_poll with SDP_POLL_WOKE would, and reads (SDP_RECV_BLOCK
+ * is not passed with it). The caller's own eventfd (SDP_POLL_OWN), or -1,
+ * rides in the flags' high bits: SDP_RECV_WOKE_OWN(efd). A blocking receive
+ * so makes one call into the engine when it wakes, not a look and a read. */
+#define SDP_RECV_WOKE 32
+#define SDP_RECV_OWN_SHIFT 8
+#define SDP_RECV_WOKE_OWN(efd) (SDP_RECV_WOKE | (((efd) + 1) << SDP_RECV_OWN_SHIFT))
 
 /* Zero-copy receive. A blocking recv (SDP_RECV_WAIT) that finds nothing
  * buffered may offer its buffer to the peer (SinkAvail, Write ZCopy), or

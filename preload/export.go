@@ -97,7 +97,7 @@ var sendFlags = [...]struct {
 var recvFlags = [...]struct {
 	abi  C.int
 	core sdpcore.RecvFlags
-}{{C.SDP_RECV_PEEK, sdpcore.RecvPeek}, {C.SDP_RECV_WAIT, sdpcore.RecvWait}, {C.SDP_RECV_FILL, sdpcore.RecvFill}, {C.SDP_RECV_BLOCK, sdpcore.RecvBlock}}
+}{{C.SDP_RECV_PEEK, sdpcore.RecvPeek}, {C.SDP_RECV_WAIT, sdpcore.RecvWait}, {C.SDP_RECV_FILL, sdpcore.RecvFill}, {C.SDP_RECV_BLOCK, sdpcore.RecvBlock}, {C.SDP_RECV_WOKE, sdpcore.RecvWoke}}
 
 //export sdp_sendv_flags
 func sdp_sendv_flags(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int64_t) {
@@ -129,6 +129,9 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	c := lookup(int(fd), callRecv)
 	if c == nil {
 		return -C.int64_t(goneErr(int(fd)))
+	}
+	if flags&C.SDP_RECV_WOKE != 0 {
+		c.WokeOwn(int(flags>>C.SDP_RECV_OWN_SHIFT) - 1)
 	}
 	if flags&C.SDP_RECV_OOB != 0 {
 		n, err := c.RecvOOB(firstIovec(iov, cnt), flags&C.SDP_RECV_PEEK != 0, time.Now())

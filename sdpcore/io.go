@@ -522,6 +522,11 @@ const (
 // blocking receive costs a wait and a read, not a read, a wait and a read.
 const RecvBlock RecvFlags = 1 << 4
 
+// RecvWoke says the caller comes back from such a wait: the socket may
+// hold what woke it, so the receive reads it whatever its other flags
+// (RecvFill) would have skipped.
+const RecvWoke RecvFlags = 1 << 5
+
 // Recv copies received bytes into bufs. It returns the count, 0 at end of
 // stream, ErrWouldBlock, a *FallbackError, or the connection's error.
 func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
@@ -535,7 +540,7 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		// takes what else is here after a short read (RecvFill) need not
 		// look at the socket again, whose arrivals the next call sees.
 		sunk := c.sinkOpen(bufs, flags)
-		c.progressFor(now, flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0, true)
+		c.progressFor(now, flags&RecvWoke == 0 && (flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0), true)
 		if sunk {
 			c.sinkClose()
 			defer c.keepSunk()

@@ -238,8 +238,11 @@ int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t
  * or hang-up is); for POLLIN, need bytes (SO_RCVLOWAT; 1 for any). Returns
  * 0, -EINTR, -EAGAIN when the call's SO_RCVTIMEO or SO_SNDTIMEO has passed
  * (*deadline: 0 until the call first waits, then call_deadline's), or the
- * engine's negative result. */
-static int wait_ready(int fd, int want, int need, int64_t *deadline)
+ * engine's negative result. A receive that reads right after it passes
+ * woke_recv: back from the kernel's wait as a counted sleeper, wait_ready
+ * returns 0 at once with *woke_recv set to the flags (SDP_RECV_WOKE_OWN)
+ * with which the receive ends the sleep, instead of asking the engine again. */
+static int wait_ready(int fd, int want, int need, int64_t *deadline, int *woke_recv)
 {
 	if (*deadline == 0)
 		*deadline = call_deadline(fd, want);
@@ -285,6 +288,10 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline)
 		}
 		if (woke && (p[1].revents & POLLIN))
 			drain_wakeups(efd);
+		if (woke && woke_recv) {
+			*woke_recv = SDP_RECV_WOKE_OWN(own);
+			return 0;
+		}
 	}
 }
 
@@ -485,9 +492,9 @@ static int io_prepare(int fd, struct fdent *e, int flags)
  * had not read yet and the engine now keeps its own copy of (Read ZCopy), is
  * returned (> 0): the call ends with it. */
 static int64_t zc_wait(int fd, int events, const struct iovec *local, int lc, int offered,
-		       int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline)
+		       int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline, int *woke_recv)
 {
-	int w = wait_ready(fd, events, 1, deadline);
+	int w = wait_ready(fd, events, 1, deadline, woke_recv);
 	if (w < 0 && w > -SDP_FALLBACK && offered && cancel) {
 		int64_t got = cancel(fd, local, lc);
 		if (got > 0)
@@ -544,7 +551,7 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				atomic_fetch_add(&e->wfull, 1);
 				return done_or_error(done, EAGAIN);
 			}
-			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline);
+			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline, NULL);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w == -EINTR || w == -EAGAIN) {
@@ -614,7 +621,7 @@ static int peek_lowat(int fd, struct fdent *e, const struct iovec *iov, int cnt,
 {
 	if ((flags & MSG_DONTWAIT) || is_nonblocking(fd))
 		return 1;
-	int w = wait_ready(fd, POLLIN, need, deadline);
+	int w = wait_ready(fd, POLLIN, need, deadline, NULL);
 	if (w <= -SDP_FALLBACK) {
 		*res = after_fallback_recv(fd, e, w, iov, cnt, flags);
 		return 0;
@@ -674,6 +681,7 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 	int eflags = (flags & MSG_PEEK) ? SDP_RECV_PEEK : 0;
 	struct iovec local[IOV_LOCAL];
 	int nonblock = -1, fill = 0;
+	int woke = 0; /* SDP_RECV_WOKE_OWN: the wait's sleep, which the next call ends */
 	int64_t deadline = 0; /* SO_RCVTIMEO, once the call waits */
 	size_t need = 1; /* SO_RCVLOWAT: a blocking call waits for this much */
 	if (e->lowat > 1) {
@@ -692,6 +700,10 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. */
 		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && nonblock_cached(e) == 0)))
 			ef |= SDP_RECV_BLOCK;
+		if (woke) { /* back from a wait: this call ends its sleep, and reads */
+			ef = (ef & ~SDP_RECV_BLOCK) | woke;
+			woke = 0;
+		}
 		int64_t n = eng.recvv(fd, local, lc, ef);
 		if (n < 0 && fill)
 			return done;
@@ -713,7 +725,7 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			if (nonblocking_call(fd, flags, &nonblock)) {
 				return done_or_error(done, EAGAIN);
 			}
-			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline);
+			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &woke);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w >= 0)
