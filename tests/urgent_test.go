@@ -7,12 +7,14 @@ import (
 )
 
 // Urgent data in every flow-control and progress mode: oob.c (mark, SIOCATMARK, MSG_OOB,
-// MSG_PEEK, SO_OOBINLINE, POLLPRI and EPOLLPRI) and sigurg.c (SIGURG to the socket's owner
+// MSG_PEEK, SO_OOBINLINE, POLLPRI and EPOLLPRI; "early": an urgent byte sent right after
+// connect, while the accepting side still chooses shared memory) and sigurg.c (SIGURG to the socket's owner
 // while blocked in poll and in read, marks overtaken by newer ones, several in a row) run
 // over plain TCP, which gives the expected results, and with both ends preloaded.
 
 var urgentFamilies = []family{
 	{name: "oob", prog: "oob", part: "-", conns: 1},
+	{name: "oob-early", prog: "oob", part: "early", conns: 1},
 	{name: "sigurg-pid", prog: "sigurg", part: "pid", conns: 1},
 	{name: "sigurg-pgrp", prog: "sigurg", part: "pgrp", conns: 1},
 	{name: "sigurg-tid", prog: "sigurg", part: "tid", conns: 1},

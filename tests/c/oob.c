@@ -3,7 +3,11 @@
  * says when the reader is there, recv(MSG_OOB) reads the byte once (EINVAL
  * when there is none, it was read or SO_OOBINLINE is set), and without
  * SO_OOBINLINE the byte is left out of the stream, read or not; with it,
- * it stays in the stream. The expected results are Linux TCP's. */
+ * it stays in the stream. The expected results are Linux TCP's.
+ *
+ * Part "early": the client sends its urgent byte right after connect, before
+ * anything came from the server, so between two preloaded processes on one
+ * host while the accepting side is still choosing shared memory. */
 #include "capi.h"
 #include <sys/epoll.h>
 
@@ -30,8 +34,31 @@ static void wait_pri(int fd)
 	CHECK(n == 1 && (p.revents & POLLPRI), "POLLPRI within 10 s (poll returned %d, revents 0x%x)", n, p.revents);
 }
 
+/* server_early: "ab", "cd" with 'd' urgent and "ef", sent before the
+ * connection carried anything else. */
+static void server_early(struct ctx *c)
+{
+	int fd = ACCEPT(c->lfd[0]);
+	char b;
+	wait_pri(fd);
+	RECV_STR(fd, 0, "abc"); /* stops at the mark */
+	EQ(atmark(fd), 1);
+	EQ(recv(fd, &b, 1, MSG_OOB), 1);
+	EQ(b, 'd');
+	RECV_STR(fd, MSG_WAITALL, "ef");
+	EQ(atmark(fd), 0);
+	SEND_TAG(fd, "end");
+	EXPECT_EOF(fd);
+	SYS(close(fd));
+	SYS(close(c->lfd[0]));
+}
+
 static void server(struct ctx *c)
 {
+	if (!strcmp(c->part, "early")) {
+		server_early(c);
+		return;
+	}
 	int fd = ACCEPT(c->lfd[0]);
 	char b;
 	ERR(recv(fd, &b, 1, MSG_OOB), EINVAL); /* nothing urgent */
@@ -91,6 +118,14 @@ static void server(struct ctx *c)
 static void client(struct ctx *c)
 {
 	int fd = connect4(c->port[0]);
+	if (!strcmp(c->part, "early")) {
+		EQ(send(fd, "ab", 2, 0), 2);
+		EQ(send(fd, "cd", 2, MSG_OOB), 2);
+		EQ(send(fd, "ef", 2, 0), 2);
+		EXPECT_TAG(fd, "end");
+		SYS(close(fd));
+		return;
+	}
 	EXPECT_TAG(fd, "s1");
 	EQ(send(fd, "ab", 2, 0), 2);
 	EQ(send(fd, "cd", 2, MSG_OOB), 2);
