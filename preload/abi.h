@@ -205,6 +205,9 @@ typedef int (*sdp_engine_exit_fn)(void);
  * so makes one call into the engine when it wakes, not a look and a read. */
 #define SDP_RECV_WOKE 32
 #define SDP_RECV_OWN_SHIFT 8
+/* An eventfd at or above SDP_RECV_OWN_MAX does not fit: its sleep ends in
+ * sdp_poll (SDP_POLL_WOKE), as without SDP_RECV_WOKE. */
+#define SDP_RECV_OWN_MAX (1 << 22)
 #define SDP_RECV_WOKE_OWN(efd) (SDP_RECV_WOKE | (((efd) + 1) << SDP_RECV_OWN_SHIFT))
 
 /* Zero-copy receive. A blocking recv (SDP_RECV_WAIT) that finds nothing

@@ -288,7 +288,7 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline, int *woke_r
 		}
 		if (woke && (p[1].revents & POLLIN))
 			drain_wakeups(efd);
-		if (woke && woke_recv) {
+		if (woke && woke_recv && own < SDP_RECV_OWN_MAX) {
 			*woke_recv = SDP_RECV_WOKE_OWN(own);
 			return 0;
 		}
