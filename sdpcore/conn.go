@@ -233,7 +233,10 @@ type Conn struct {
 	// ownSH: our Hello asked for shared memory (CapSameHost).
 	ownSH bool
 	// spins, spinHits: Stats.Spins and SpinHits, counted without the lock.
-	spins, spinHits  atomic.Uint64
+	spins, spinHits atomic.Uint64
+	// spinFor: how long the next Spin polls, in nanoseconds (0: the
+	// caller's whole bound); spin.go.
+	spinFor          atomic.Int64
 	zw               *zwsink
 	zws              *zwsrc
 	sinkOut          bool

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -218,39 +217,6 @@ func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
 }
 
 func (t *qpTransport) Watch() func() bool { return t.qp().Watch() }
-
-// Spin is for a caller about to sleep until something it wants is ready
-// (a blocking receive or send): over shared memory it polls the ring for
-// up to d first, without telling the peer to ring, so that a reply that
-// comes within d costs neither side a system call. It reports whether
-// the peer published meanwhile; either way the caller then looks at the
-// connection as before. Without shared memory, or with d 0, it returns
-// false at once.
-func (c *Conn) Spin(d time.Duration) bool {
-	if d <= 0 {
-		return false
-	}
-	c.mu.Lock()
-	var arrived func() bool
-	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 {
-		arrived = sh.Watch()
-	}
-	c.unlock()
-	if arrived == nil {
-		return false
-	}
-	c.spins.Add(1)
-	start := time.Now()
-	for i := 0; ; i++ {
-		if arrived() {
-			c.spinHits.Add(1)
-			return true
-		}
-		if i&63 == 63 && time.Since(start) >= d {
-			return false
-		}
-	}
-}
 
 func (t *qpTransport) Bells() (rung, heard uint64) {
 	if s, ok := t.qp().Stream().(*shm.Stream); ok {

@@ -107,7 +107,7 @@ var (
 	ShortTCP = &Setting{Name: "SDP_SHORT_TCP", Kind: Bool, Default: "1",
 		Readers: Shim, Meaning: "a connecting process whose last connections to a peer each carried little makes its next ones there over plain TCP"}
 	PollUS = &Setting{Name: "SDP_POLL_US", Kind: Int, Default: "50", Min: 0, Max: 1000000,
-		Readers: Engine, Meaning: "microseconds a blocking call on a shared-memory connection polls the ring before it sleeps; 0: never polls"}
+		Readers: Engine, Meaning: "most microseconds a blocking call on a shared-memory connection polls the ring before it sleeps (each connection adapts within it); 0: never polls"}
 	TrustRemote = &Setting{Name: "SDP_TRUST_REMOTE", Kind: Text, Default: "unset (no other host)",
 		Readers: Shim, Meaning: "other hosts whose SDP ports are trusted (shim/trust.c parses it)"}
 	MaxConnections = &Setting{Name: "SDP_MAX_CONNECTIONS", Kind: Int, Default: "0", Min: 0, Max: 65536,

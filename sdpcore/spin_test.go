@@ -1,0 +1,79 @@
+package sdpcore
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSpinRule: the rule that sets a connection's next poll.
+func TestSpinRule(t *testing.T) {
+	d := 50 * time.Microsecond
+	// Before the first poll, and above the bound: the whole bound.
+	require.Equal(t, d, spinLimit(0, d, 1))
+	require.Equal(t, d, spinLimit(2*d, d, 1))
+	require.Equal(t, 20*time.Microsecond, spinLimit(20*time.Microsecond, d, 16))
+	// At the floor, one poll in spinProbe takes the whole bound.
+	require.Equal(t, spinFloor, spinLimit(spinFloor, d, spinProbe-1))
+	require.Equal(t, d, spinLimit(spinFloor, d, spinProbe))
+	require.Equal(t, spinFloor, spinLimit(spinFloor, d, spinProbe+1))
+
+	// A miss halves, down to the floor.
+	require.Equal(t, d/2, spinAfterMiss(d, d))
+	require.Equal(t, spinFloor, spinAfterMiss(6*time.Microsecond, d))
+	require.Equal(t, spinFloor, spinAfterMiss(spinFloor, d))
+	// A bound under the floor is the floor.
+	require.Equal(t, 2*time.Microsecond, spinAfterMiss(2*time.Microsecond, 2*time.Microsecond))
+
+	// A hit never shortens, covers four of its waits, stays within d.
+	require.Equal(t, d, spinAfterHit(0, d, time.Microsecond))
+	require.Equal(t, 8*time.Microsecond, spinAfterHit(spinFloor, d, 2*time.Microsecond))
+	require.Equal(t, 20*time.Microsecond, spinAfterHit(20*time.Microsecond, d, time.Microsecond))
+	require.Equal(t, d, spinAfterHit(spinFloor, d, 30*time.Microsecond))
+	require.Equal(t, spinFloor, spinAfterHit(spinFloor, d, 0))
+}
+
+// TestSpinAdapts: polls that find nothing shorten a connection's next
+// ones to the floor; a probe with the whole bound that finds the peer's
+// bytes after a wait lengthens them to cover it.
+func TestSpinAdapts(t *testing.T) {
+	a, p, _, _, _, _ := shmPair(t, testConfig())
+	oneWay(t, a, p, 1000)
+	oneWay(t, p, a, 1000)
+
+	d := time.Millisecond
+	for i := 0; i < 20 && time.Duration(p.spinFor.Load()) != spinFloor; i++ {
+		require.False(t, p.Spin(d), "nothing was sent")
+	}
+	require.Equal(t, spinFloor, time.Duration(p.spinFor.Load()), "misses shorten the polls to the floor")
+	for i := 0; i < spinProbe && p.Stats().Spins%spinProbe != spinProbe-1; i++ {
+		require.False(t, p.Spin(d))
+		require.Equal(t, spinFloor, time.Duration(p.spinFor.Load()))
+	}
+	require.EqualValues(t, spinProbe-1, p.Stats().Spins%spinProbe)
+
+	// The next poll is a probe with the whole bound (here 20 s): the
+	// message, sent a millisecond after it began, is found by it.
+	d = 20 * time.Second
+	spins := p.Stats().Spins
+	done := make(chan bool, 1)
+	go func() { done <- p.Spin(d) }()
+	for i := 0; i < 1_000_000 && p.Stats().Spins == spins; i++ {
+		runtime.Gosched() // until p polls
+	}
+	require.Equal(t, spins+1, p.Stats().Spins, "p did not start polling")
+	began := time.Now()
+	for time.Since(began) < time.Millisecond {
+		runtime.Gosched()
+	}
+	_, err := a.Send([][]byte{[]byte("late")}, time.Now())
+	require.NoError(t, err)
+	require.True(t, <-done, "the probe saw the message")
+	require.GreaterOrEqual(t, time.Duration(p.spinFor.Load()), 4*time.Millisecond, "a hit after a wait lengthens the polls")
+	buf := make([]byte, 10)
+	k, err := p.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "late", string(buf[:k]))
+}
