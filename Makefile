@@ -35,7 +35,7 @@ MANDIR  ?= $(PREFIX)/share/man
 INSTALL ?= install
 
 .PHONY: all demo test deps check gotest reliability asan soak wirecheck fuzz compat bench clean \
-	install uninstall deb
+	install uninstall deb FORCE
 
 all: $(BUILD)/libsdp.so $(BUILD)/libsdp-engine.so $(BUILD)/sdpstat
 
@@ -48,10 +48,19 @@ $(BUILD)/libsdp.so: $(SHIM_SRC) $(wildcard shim/*.h) shim.map preload/abi.h Make
 # asyncpreemptoff=1: Go's threads would otherwise unblock SIGURG (its preemption signal) and
 # swallow the application's own SIGURG: PostgreSQL wakes its backends with SIGURG read from a
 # signalfd, with the signal blocked, and lost wake-ups cut pgbench to a tenth.
-$(BUILD)/libsdp-engine.so: $(GO_SRC) preload/abi.h Makefile | $(BUILD)
-	$(GO) build -buildmode=c-shared \
+#
+# -overlay: one line of the Go runtime replaced (scripts/go-overlay.sh): each call from the
+# application's threads into the engine took a global lock in the runtime for nothing.
+$(BUILD)/libsdp-engine.so: $(GO_SRC) preload/abi.h Makefile $(BUILD)/go-overlay.json | $(BUILD)
+	$(GO) build -buildmode=c-shared -overlay=$(BUILD)/go-overlay.json \
 		-ldflags='-X=runtime.godebugDefault=asyncpreemptoff=1 -extldflags=-Wl,-soname,libsdp-engine.so' \
 		-o $@ ./preload
+
+# Remade on every make, rewritten only when the Go runtime's file or the script changes it.
+$(BUILD)/go-overlay.json: scripts/go-overlay.sh FORCE | $(BUILD)
+	GO=$(GO) bash scripts/go-overlay.sh $(BUILD)
+
+FORCE:
 
 # A position-independent executable, with its relocations read-only after start (RELRO).
 $(BUILD)/sdpstat: $(SDPSTAT_SRC) Makefile | $(BUILD)
