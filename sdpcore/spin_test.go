@@ -11,14 +11,23 @@ import (
 // TestSpinRule: the rule that sets a connection's next poll.
 func TestSpinRule(t *testing.T) {
 	d := 50 * time.Microsecond
+	limit := func(cur, d time.Duration, n uint64) time.Duration {
+		l, _ := spinLimit(cur, d, n)
+		return l
+	}
 	// Before the first poll, and above the bound: the whole bound.
-	require.Equal(t, d, spinLimit(0, d, 1))
-	require.Equal(t, d, spinLimit(2*d, d, 1))
-	require.Equal(t, 20*time.Microsecond, spinLimit(20*time.Microsecond, d, 16))
-	// At the floor, one poll in spinProbe takes the whole bound.
-	require.Equal(t, spinFloor, spinLimit(spinFloor, d, spinProbe-1))
-	require.Equal(t, d, spinLimit(spinFloor, d, spinProbe))
-	require.Equal(t, spinFloor, spinLimit(spinFloor, d, spinProbe+1))
+	require.Equal(t, d, limit(0, d, 1))
+	require.Equal(t, d, limit(2*d, d, 1))
+	require.Equal(t, 20*time.Microsecond, limit(20*time.Microsecond, d, 16))
+	// At the floor, one poll in spinProbe takes the whole bound: a probe.
+	require.Equal(t, spinFloor, limit(spinFloor, d, spinProbe-1))
+	l, probe := spinLimit(spinFloor, d, spinProbe)
+	require.Equal(t, d, l)
+	require.True(t, probe)
+	require.Equal(t, spinFloor, limit(spinFloor, d, spinProbe+1))
+	// A bound no longer than the floor has no probes.
+	_, probe = spinLimit(2*time.Microsecond, 2*time.Microsecond, spinProbe)
+	require.False(t, probe)
 
 	// A miss halves, down to the floor.
 	require.Equal(t, d/2, spinAfterMiss(d, d))
@@ -51,6 +60,14 @@ func TestSpinAdapts(t *testing.T) {
 	for i := 0; i < spinProbe && p.Stats().Spins%spinProbe != spinProbe-1; i++ {
 		require.False(t, p.Spin(d))
 		require.Equal(t, spinFloor, time.Duration(p.spinFor.Load()))
+	}
+	require.EqualValues(t, spinProbe-1, p.Stats().Spins%spinProbe)
+
+	// A probe that finds nothing leaves the polls at the floor.
+	require.False(t, p.Spin(d))
+	require.Equal(t, spinFloor, time.Duration(p.spinFor.Load()), "a probe's miss keeps the floor")
+	for i := 0; i < spinProbe && p.Stats().Spins%spinProbe != spinProbe-1; i++ {
+		require.False(t, p.Spin(d))
 	}
 	require.EqualValues(t, spinProbe-1, p.Stats().Spins%spinProbe)
 
