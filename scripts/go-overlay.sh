@@ -9,10 +9,11 @@
 # from a channel that is closed once it is done (`<-main_init_done`). A blocking receive takes
 # the channel's lock even when it is closed: a lock and an unlock on one global line per call,
 # 6.5% of a 64-byte send's CPU, and a line that every thread calling the engine writes
-# (golang/go#15943, open since 2016). The replacement tries a non-blocking receive first, which
-# on a closed channel takes no lock, and blocks only before the initialisation is done, as the
-# original does. If the file no longer holds that line exactly once (another Go), the overlay is
-# empty and the engine is built from the runtime as it is.
+# (golang/go#15943, filed in 2016 and since closed; Go 1.26.8 still receives so). The
+# replacement tries a non-blocking receive first, which on a closed channel takes no lock, and
+# blocks only before the initialisation is done, as the original does. If the file no longer
+# holds that line exactly once (another Go), the overlay is empty and the engine is built from
+# the runtime as it is.
 set -euo pipefail
 out=$1
 go=${GO:-go}
