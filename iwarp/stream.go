@@ -182,7 +182,10 @@ func (q *QP) holdForChoice() error {
 
 // Watcher is a stream whose reader may poll for the peer's next bytes
 // instead of sleeping until it rings (shm.Stream.Watch).
-type Watcher interface{ Watch() func() bool }
+type Watcher interface {
+	Watch() func() bool
+	Withdraw() bool
+}
 
 // Watch returns a check that the stream has bytes the QP has not read,
 // for a caller that polls before it waits, or nil when FPDUs do not
@@ -195,6 +198,19 @@ func (q *QP) Watch() func() bool {
 	}
 	q.drained = false
 	return w.Watch()
+}
+
+// Withdraw takes back the stream's sleep announcement (shm.Stream.Withdraw)
+// for a reader that will look again before it sleeps; false when there was
+// none or FPDUs do not travel over such a stream. The QP reads the stream
+// again before it reports itself drained.
+func (q *QP) Withdraw() bool {
+	w, ok := q.stream.(Watcher)
+	if !ok || !q.streaming() || !w.Withdraw() {
+		return false
+	}
+	q.drained = false
+	return true
 }
 
 // Stream returns the stream UseStream gave, or nil.

@@ -87,6 +87,14 @@ typedef int (*sdp_engine_init_fn)(const struct sdp_engine_config *cfg);
  * there each carried too little for SDP's set-up to pay
  * (preload/shortconns.go); 0: this one goes over SDP. Optional. */
 typedef int (*sdp_short_peer_fn)(const uint8_t *addr, int port);
+/* For an epoll set whose wait ended (for anything): over shared memory,
+ * each of the n connections fds whose look announced sleep to the peer
+ * takes the announcement back, so that the peer does not ring the doorbell
+ * while the set's thread is awake; done[i] = 1 for those, which the set must
+ * look at again before it sleeps (their next bytes ring nothing). A
+ * connection on which a thread sleeps (a blocking call, poll, select) keeps
+ * its announcement. Returns how many were taken back. Optional. */
+typedef int (*sdp_withdraw_fn)(const int *fds, int n, uint8_t *done);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);

@@ -295,6 +295,23 @@ func sdp_short_peer(addr *C.uint8_t, port C.int) (rc C.int) {
 	return C.int(shortTCP(peer))
 }
 
+//export sdp_withdraw
+func sdp_withdraw(fds *C.int, n C.int, done *C.uint8_t) (rc C.int) {
+	defer guard(-1, &rc)
+	if n <= 0 {
+		return 0
+	}
+	fs, ds := unsafe.Slice(fds, int(n)), unsafe.Slice(done, int(n))
+	for i, fd := range fs {
+		ds[i] = 0
+		if c := conns.get(int(fd)); c != nil && c.Withdraw() {
+			ds[i] = 1
+			rc++
+		}
+	}
+	return rc
+}
+
 //export sdp_set_buffers
 func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
 	defer guard(int(fd), &rc)

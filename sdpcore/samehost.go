@@ -69,6 +69,9 @@ type sameHoster interface {
 	// Watch returns a check for the peer's next bytes, for a caller that
 	// polls before it waits (Spin), or nil when not over shared memory.
 	Watch() func() bool
+	// Withdraw takes back this side's sleep announcement (the peer need
+	// not ring) for a reader that looks again before it sleeps.
+	Withdraw() bool
 }
 
 var _ sameHoster = (*qpTransport)(nil)
@@ -217,6 +220,7 @@ func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
 }
 
 func (t *qpTransport) Watch() func() bool { return t.qp().Watch() }
+func (t *qpTransport) Withdraw() bool     { return t.qp().Withdraw() }
 
 func (t *qpTransport) Bells() (rung, heard uint64) {
 	if s, ok := t.qp().Stream().(*shm.Stream); ok {

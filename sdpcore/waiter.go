@@ -175,6 +175,28 @@ func (c *Conn) wokeLocked(own int) {
 	}
 }
 
+// Withdraw is for an epoll set whose wait ended for something else while
+// its looks at this connection, having found nothing, had told the peer
+// over shared memory that this side sleeps: the peer would ring the
+// doorbell (a system call at each end, and a wake-up of the set) for its
+// next message, although the set's thread is awake and looks at the
+// connection before it sleeps again. The announcement is taken back, unless
+// a thread sleeps on the connection (a blocking call, poll or select, which
+// only the doorbell wakes) or another call holds it. It reports whether it
+// took one back: the set must then look before it sleeps, as the peer's
+// next bytes ring nothing.
+func (c *Conn) Withdraw() bool {
+	if !c.mu.TryLock() {
+		return false
+	}
+	ok := false
+	if sh, is := c.tr.(sameHoster); is && c.phase() == stEstablished && c.sleepers == 0 && len(c.sleepFds) == 0 {
+		ok = sh.Withdraw()
+	}
+	c.mu.Unlock() // nothing changed that a sleeper waits for: there is none
+	return ok
+}
+
 // releaseWaiter closes the eventfd once nobody can wait on it any more.
 func (c *Conn) releaseWaiter() {
 	if c.efd >= 0 {

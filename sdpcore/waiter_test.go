@@ -156,3 +156,58 @@ func TestWakeEverySleeperOwn(t *testing.T) {
 	require.False(t, rung(t, own[0]), "a thread that is back was rung")
 	require.False(t, rung(t, own[1]), "a thread that is back was rung")
 }
+
+// TestWithdraw: a receive that finds nothing tells the peer over shared
+// memory that this side sleeps, and the peer's next send rings the doorbell;
+// taken back (Withdraw: an epoll set's thread is awake and looks again
+// before it sleeps), the send rings nothing and the next receive finds it. A
+// thread asleep on the connection keeps the announcement, and over iWARP
+// there is none to take back.
+func TestWithdraw(t *testing.T) {
+	a, p, as, _, _, _ := shmPair(t, testConfig())
+	oneWay(t, a, p, 1000)
+	buf := make([]byte, 64)
+	recvNow := func(want string) {
+		t.Helper()
+		k, err := p.Recv([][]byte{buf}, 0, time.Now())
+		require.NoError(t, err)
+		require.Equal(t, want, string(buf[:k]))
+	}
+	send := func(s string) {
+		t.Helper()
+		_, err := a.Send([][]byte{[]byte(s)}, time.Now())
+		require.NoError(t, err)
+	}
+
+	_, err := p.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+	rung := as.BellsRung
+	send("rings")
+	require.Equal(t, rung+1, as.BellsRung, "a send to a side that said it sleeps rings")
+	recvNow("rings")
+
+	_, err = p.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+	require.True(t, p.Withdraw(), "the announcement is taken back")
+	require.False(t, p.Withdraw(), "once")
+	rung = as.BellsRung
+	send("quiet")
+	require.Equal(t, rung, as.BellsRung, "nothing rings for a side that is awake")
+	recvNow("quiet")
+
+	// A thread that sleeps on the connection keeps it.
+	_, _, _, _, efd, err := p.PollWait(EvIn, time.Now(), false, false)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, efd, 0, "the look sleeps")
+	require.False(t, p.Withdraw(), "a sleeper's announcement stays")
+	rung = as.BellsRung
+	send("sleeper")
+	require.Equal(t, rung+1, as.BellsRung, "the sleeper is rung")
+	p.Woke()
+	recvNow("sleeper")
+
+	_, s := connPair(t, testConfig())
+	_, err = s.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+	require.False(t, s.Withdraw(), "over iWARP the socket is the doorbell")
+}

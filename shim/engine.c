@@ -224,6 +224,16 @@ static int t_dup(int oldfd, int newfd)
 	return r;
 }
 
+/* withdraw is counted in engine_depth only: it changes nothing a look
+ * reports. */
+static int t_withdraw(const int *fds, int n, uint8_t *done)
+{
+	engine_depth++;
+	int r = loaded.withdraw(fds, n, done);
+	engine_depth--;
+	return r;
+}
+
 /* close is counted in engine_depth only: the descriptor is gone after it. */
 static int t_close(int fd)
 {
@@ -258,6 +268,7 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w)
 	LAYER(send_cancel);
 	LAYER(set_buffers);
 	LAYER(short_peer);
+	LAYER(withdraw);
 #undef LAYER
 }
 
@@ -278,6 +289,7 @@ static void count_touches(void)
 		.send_cancel = t_send_cancel,
 		.set_buffers = t_set_buffers,
 		.close = t_close,
+		.withdraw = t_withdraw,
 	};
 	eng_layer(&loaded, &counting);
 }
@@ -303,6 +315,7 @@ static int engine_bind(void *h)
 	eng.set_buffers = (sdp_set_buffers_fn)dlsym(h, "sdp_set_buffers");
 	eng.threads = (sdp_threads_fn)dlsym(h, "sdp_threads");
 	eng.short_peer = (sdp_short_peer_fn)dlsym(h, "sdp_short_peer");
+	eng.withdraw = (sdp_withdraw_fn)dlsym(h, "sdp_withdraw");
 	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
 	      eng.dup && eng.query && eng.take_early))
 		return -1;

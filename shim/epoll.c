@@ -20,6 +20,13 @@
  * nothing to report by then.
  */
 
+/* EP_RECENT: a registration found active (ready, or its socket seen by the
+ * kernel) within the set's last EP_RECENT returns counts as busy (epoll_withdraw);
+ * EP_WITHDRAW_MAX: at most so many are withdrawn at one return, each a look
+ * at the next wait. */
+#define EP_RECENT 16
+#define EP_WITHDRAW_MAX 64
+
 int epset_count(struct epset *ep)
 {
 	return ep->n;
@@ -157,8 +164,12 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 		if (r && r->parked) {
 			/* Back after a DEL: the kernel's part is still there. */
 			atomic_fetch_add(&e->epsets, 1);
+			/* A socket that fired while it was away took its registration
+			 * with it (epoll_mark): one still parked has seen nothing the
+			 * kernel has reported, and a quiet look will do (ask). */
 			*r = (struct epreg){ .fd = fd, .gen = r->gen, .events = ev->events, .data = ev->data,
-					     .kfired = 1, .efd = r->efd, .wfull = atomic_load(&e->wfull), .kmask = r->kmask, .due = -1 };
+					     .kfired = r->kfired, .ask = 1, .efd = r->efd, .wfull = atomic_load(&e->wfull),
+					     .kmask = r->kmask, .due = -1, .active = r->active };
 			return 0;
 		}
 		if (r)
@@ -173,7 +184,7 @@ static int epreg_ctl(int epfd, struct epset *ep, int op, int fd, struct fdent *e
 		r->data = ev->data;
 		r->disabled = 0;
 		r->last = 0;
-		r->kfired = 1;
+		r->ask = 1; /* quietly: what the kernel saw is marked (kfired) as it comes */
 		return 0;
 	case EPOLL_CTL_DEL:
 		if (!r || r->parked)
@@ -318,7 +329,7 @@ static int look_flags(const struct epreg *r, struct fdent *e)
  * those that moved, not about every one at every wait. */
 static int unchanged(struct epreg *r, struct fdent *e, int k, int64_t *now)
 {
-	if (r->kfired || k != K_SDP || e->lowat > 1 || e->engine_pid != my_pid())
+	if (r->kfired || r->ask || k != K_SDP || e->lowat > 1 || e->engine_pid != my_pid())
 		return 0;
 	if (r->ready && !(r->events & EPOLLET))
 		return 0;
@@ -414,7 +425,10 @@ static int epoll_scan(int epfd, struct epset *ep, struct epoll_event *out, int m
 			r->last = rep;
 		}
 		r->edges = edges;
+		if (rep || r->kfired)
+			r->active = ep->returns;
 		r->kfired = 0;
+		r->ask = 0;
 		if (!report)
 			continue;
 		out[n].events = report;
@@ -509,6 +523,55 @@ static void epoll_mark(int epfd, struct epset *ep, uint64_t tag)
 	pthread_mutex_unlock(&ep->mu);
 }
 
+/* epoll_withdraw: the set's wait returns to the application, which looks
+ * again before it sleeps. Its looks at the busy connections that found
+ * nothing told their peers over shared memory that this side sleeps; each
+ * peer would ring the doorbell for its next message, a system call at each
+ * end and a kernel wake-up for nothing, while this thread handles what it
+ * got (an event loop of 50 connections: a doorbell per message).
+ * The engine takes those announcements back, and the next wait looks at
+ * each of those connections before it sleeps (ask). Only for a set
+ * with no other thread inside epoll_wait (it would sleep with nothing to
+ * wake it) and connections registered here alone (no other set, no other
+ * descriptor, no child forked since: their waits would miss the doorbell
+ * too); the engine keeps the announcement where a thread sleeps on the
+ * connection. Connections not found active in the set's last EP_RECENT
+ * returns are left asleep, and at most EP_WITHDRAW_MAX are taken back: each
+ * costs a look at the next wait, where a doorbell costs a system call at
+ * each end. */
+static void epoll_withdraw(struct epset *ep, int returning)
+{
+	if (!eng.withdraw || engine_pid != my_pid())
+		return;
+	pthread_mutex_lock(&ep->mu);
+	if (atomic_load(&ep->waiting) != 1) {
+		pthread_mutex_unlock(&ep->mu);
+		return;
+	}
+	urg_hold++; /* SIGURG after the unlock */
+	uint32_t now = ep->returns += (uint32_t)returning;
+	int fds[EP_WITHDRAW_MAX], idx[EP_WITHDRAW_MAX];
+	uint8_t done[EP_WITHDRAW_MAX];
+	int m = 0;
+	for (int i = 0; i < ep->n && m < EP_WITHDRAW_MAX; i++) {
+		struct epreg *r = &ep->regs[i];
+		if (now - r->active > EP_RECENT || r->ready || r->kfired || r->disabled || r->parked)
+			continue;
+		struct fdent *e = ours(r->fd);
+		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
+		    e->engine_pid != my_pid() || atomic_load(&e->epsets) != 1 || !kept_valid(e, e->born_forks))
+			continue;
+		fds[m] = r->fd;
+		idx[m++] = i;
+	}
+	if (m && eng.withdraw(fds, m, done) > 0)
+		for (int j = 0; j < m; j++)
+			if (done[j])
+				ep->regs[idx[j]].ask = 1;
+	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
+}
+
 static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events, int max, int timeout,
 			  const sigset_t *mask)
 {
@@ -523,6 +586,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 		return -1;
 	}
 	int result;
+	atomic_fetch_add(&ep->waiting, 1);
 	for (;;) {
 		int tmo = -1;
 		int n = epoll_scan(epfd, ep, events, max, &tmo);
@@ -540,6 +604,8 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 			result = n ? n : -1;
 			break;
 		}
+		if (kn > 0 && wait != 0)
+			epoll_withdraw(ep, 0); /* woken: this thread looks before it sleeps again */
 		int marked = 0;
 		for (int j = 0; j < kn; j++) {
 			if ((kev[j].data.u64 & EP_TAG_MASK) == EP_TAG) {
@@ -558,6 +624,9 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 			break;
 		}
 	}
+	if (result > 0)
+		epoll_withdraw(ep, 1);
+	atomic_fetch_sub(&ep->waiting, 1);
 	if (kev != kstack)
 		free(kev);
 	return result;

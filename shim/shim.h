@@ -207,6 +207,7 @@ struct shim_engine {
 	sdp_set_buffers_fn set_buffers; /* optional: SO_SNDBUF, SO_RCVBUF */
 	sdp_threads_fn threads;         /* optional: the application's threads using it */
 	sdp_short_peer_fn short_peer;   /* optional: peers whose connections carry little */
+	sdp_withdraw_fn withdraw;       /* optional: an awake epoll set's sleep announcements */
 };
 extern struct shim_engine eng;
 void eng_layer(struct shim_engine *below, const struct shim_engine *w);
@@ -245,6 +246,9 @@ struct epreg {
 	uint32_t touched; /* the connection's engine calls counted at the last look (fdent.touched) */
 	int64_t due;      /* now_ms() when the engine's own timer for it runs out; -1: none */
 	int parked;       /* deleted by the application; the kernel's part kept for its next ADD */
+	int ask;          /* look at it at the next wait, quietly: its sleep announcement was taken
+			   * back (eng.withdraw), or the application changed it (MOD, ADD after DEL) */
+	uint32_t active;  /* the set's returns (epset.returns) when it was last found active */
 };
 
 /* What the kernel watches an SDP connection's socket for in an epoll set:
@@ -258,6 +262,8 @@ struct epset {
 	struct epreg *regs;
 	int n, cap;
 	int tagged; /* the kernel's set has held a tagged word: its waits filter them */
+	_Atomic int waiting; /* threads inside epoll_wait on it (epoll_emulated) */
+	uint32_t returns;    /* its waits that returned to the application (epoll_withdraw) */
 };
 
 extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */

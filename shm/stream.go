@@ -231,6 +231,21 @@ func (s *Stream) Watch() func() bool {
 	return func() bool { return atomic.LoadUint64(head) != seen }
 }
 
+// Withdraw takes back this side's sleep announcement without polling: the
+// reader woke for something else and looks at this stream before it
+// sleeps again (a look reads the ring, then announces sleep anew), so the
+// peer need not ring for what it publishes meanwhile. It reports whether
+// an announcement was taken back; a doorbell already rung for it still
+// comes.
+func (s *Stream) Withdraw() bool {
+	if !s.sleeping {
+		return false
+	}
+	s.rx.Awake()
+	s.sleeping = false
+	return true
+}
+
 // AppendRecord appends the concatenation of parts as one record if the
 // ring has room for all of it now, unpublished until Push; false, and
 // nothing written, if not.
