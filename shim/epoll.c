@@ -481,6 +481,7 @@ int epoll_peek(struct epset *ep)
 {
 	int found = 0;
 	pthread_mutex_lock(&ep->mu);
+	ep->peeked = 1; /* its descriptor is waited on as well: no withdrawals */
 	urg_hold++; /* SIGURG after the unlock */
 	for (int i = 0; i < ep->n && !found; i++) {
 		struct epreg *r = &ep->regs[i];
@@ -532,7 +533,8 @@ static void epoll_mark(int epfd, struct epset *ep, uint64_t tag)
  * The engine takes those announcements back, and the next wait looks at
  * each of those connections before it sleeps (ask). Only for a set
  * with no other thread inside epoll_wait (it would sleep with nothing to
- * wake it) and connections registered here alone (no other set, no other
+ * wake it), never polled or nested in another set (a wait on its descriptor
+ * sleeps in the kernel too), and connections registered here alone (no other set, no other
  * descriptor, no child forked since: their waits would miss the doorbell
  * too); the engine keeps the announcement where a thread sleeps on the
  * connection. Connections not found active in the set's last EP_RECENT
@@ -544,7 +546,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
 	if (!eng.withdraw || engine_pid != my_pid())
 		return;
 	pthread_mutex_lock(&ep->mu);
-	if (atomic_load(&ep->waiting) != 1) {
+	if (atomic_load(&ep->waiting) != 1 || ep->peeked) {
 		pthread_mutex_unlock(&ep->mu);
 		return;
 	}

@@ -264,6 +264,7 @@ struct epset {
 	int tagged; /* the kernel's set has held a tagged word: its waits filter them */
 	_Atomic int waiting; /* threads inside epoll_wait on it (epoll_emulated) */
 	uint32_t returns;    /* its waits that returned to the application (epoll_withdraw) */
+	int peeked;          /* looked at through its descriptor (poll, select, a set holding it) */
 };
 
 extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */
