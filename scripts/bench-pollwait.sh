@@ -2,8 +2,9 @@
 # What a blocking wait's poll over shared memory costs and gives (SDP_POLL_US, sdpcore/spin.go):
 # a Python echo server that receives with a blocking recv(), and a client that sends 64 bytes,
 # reads the echo and then works PAUSE µs (busy) before the next, both preloaded, on 127.0.0.1;
-# the server's CPU per message and the client's median round trip, with the default poll and
-# with none (SDP_POLL_US=0), ROUNDS rounds in turn, for a client that pauses and one that does not.
+# the server's CPU per message and the client's median round trip, with the default poll, with
+# none (SDP_POLL_US=0) and over plain TCP (neither end preloaded), ROUNDS rounds in turn, for a
+# client that pauses and one that does not.
 #
 #   bash scripts/bench-pollwait.sh [ROUNDS=3] [PAUSE=200] [MESSAGES=3000]
 set -euo pipefail
@@ -50,12 +51,15 @@ c.close()
 lat.sort()
 print("%.1f" % (lat[len(lat) // 2] * 1e6))
 PY
-# one PAUSE ENV...: "server µs of CPU per message, client p50 µs"
+# one PAUSE tcp|ENV...: "server µs of CPU per message, client p50 µs"; tcp: neither end
+# preloaded, else both, with ENV.
 one() {
 	local p=$1
 	shift
+	local pre=(LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" "$@")
+	[[ ${1:-} == tcp ]] && pre=()
 	rm -f "$tmp/port"
-	env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" "$@" "$PYTHON" "$tmp/server.py" "$tmp/port" >"$tmp/server.out" &
+	env -u LD_PRELOAD "${pre[@]}" "$PYTHON" "$tmp/server.py" "$tmp/port" >"$tmp/server.out" &
 	local srv=$!
 	local i
 	for i in $(seq 1 200); do
@@ -64,13 +68,13 @@ one() {
 	done
 	[[ -s $tmp/port ]] || die "the echo server did not start"
 	local p50
-	p50=$(timeout 120 env LD_PRELOAD="$LIBSDP_SO" SDP_ENGINE="$LIBSDP_ENGINE" "$@" "$PYTHON" "$tmp/client.py" "$(cat "$tmp/port")" "$p" "$n")
+	p50=$(timeout 120 env -u LD_PRELOAD "${pre[@]}" "$PYTHON" "$tmp/client.py" "$(cat "$tmp/port")" "$p" "$n")
 	wait "$srv"
 	echo "$(cat "$tmp/server.out") µs, p50 $p50 µs"
 }
-printf '%-6s %-7s %-34s %-34s\n' round pause "SDP_POLL_US default: server CPU/msg" "SDP_POLL_US=0"
+printf '%-6s %-7s %-34s %-34s %-34s\n' round pause "SDP_POLL_US default: server CPU/msg" "SDP_POLL_US=0" "plain TCP"
 for r in $(seq 1 "$rounds"); do
 	for p in "$pause" 0; do
-		printf '%-6s %-7s %-34s %-34s\n' "$r" "$p µs" "$(one "$p")" "$(one "$p" SDP_POLL_US=0)"
+		printf '%-6s %-7s %-34s %-34s %-34s\n' "$r" "$p µs" "$(one "$p")" "$(one "$p" SDP_POLL_US=0)" "$(one "$p" tcp)"
 	done
 done
