@@ -55,8 +55,8 @@ one() {
 		[[ $(stat_num "$c" shm_conns) -gt 0 ]] || warn "the client's connections did not use shared memory"
 		bells="   doorbells: server $(stat_num "$s" shm_bells_rung), client $(stat_num "$c" shm_bells_rung)"
 	fi
-	printf '%s' "$(printf '%-4s %9.0f GET/s   CPU per GET: server %s µs, client %s µs%s' \
-		"$cfg" "$rate" "$srv_us" "$cli_us" "$bells")"
+	printf '%-4s %9.0f GET/s   CPU per GET: server %s µs, client %s µs%s' \
+		"$cfg" "$rate" "$srv_us" "$cli_us" "$bells"
 }
 
 info "redis-benchmark -t get -n $gets -c $conns, $rounds rounds; libsdp: both ends preloaded"

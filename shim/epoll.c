@@ -308,12 +308,19 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
  * since that may hold one), so the engine need not ring the eventfd for what this
  * look finds and reports. SDP_POLL_LEVEL: the registration is
  * level-triggered. */
+/* registered_alone: the connection's only registration is one set's (no
+ * other set, no other descriptor, no child forked since that may hold one). */
+static int registered_alone(struct fdent *e)
+{
+	return atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks);
+}
+
 static int look_flags(const struct epreg *r, struct fdent *e)
 {
 	int f = r->kfired ? 0 : SDP_POLL_QUIET;
 	if (!(r->events & EPOLLET))
 		f |= SDP_POLL_LEVEL;
-	if (atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks))
+	if (registered_alone(e))
 		f |= SDP_POLL_ALONE;
 	return f;
 }
@@ -561,7 +568,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
 			continue;
 		struct fdent *e = ours(r->fd);
 		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
-		    e->engine_pid != my_pid() || atomic_load(&e->epsets) != 1 || !kept_valid(e, e->born_forks))
+		    e->engine_pid != my_pid() || !registered_alone(e))
 			continue;
 		fds[m] = r->fd;
 		idx[m++] = i;

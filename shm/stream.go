@@ -223,10 +223,7 @@ func (s *Stream) ring() {
 // it may run while another goroutine owns the stream; the reader reads
 // (Read) before it sleeps, which announces sleep again.
 func (s *Stream) Watch() func() bool {
-	if s.sleeping {
-		s.rx.Awake()
-		s.sleeping = false
-	}
+	s.Withdraw()
 	seen, head := s.rx.head, s.rx.r.head
 	return func() bool { return atomic.LoadUint64(head) != seen }
 }
