@@ -191,7 +191,9 @@ func TestEpollAwakeSetRingsNothing(t *testing.T) {
 // TestEpollSecondWaiterWoken: two threads in epoll_wait on one set, 50 rounds.
 // While the second sleeps in the set's wait, the first one's wait returns (a
 // one-shot registration re-armed with bytes already in the engine, so the
-// kernel wakes nobody); the next bytes for the second must still wake it: a
+// kernel wakes nobody; over plain TCP the re-arm may wake the second thread
+// for them instead, which the program accepts); the next bytes for the second
+// must still wake it: a
 // set with another thread inside its wait keeps its connections' sleep
 // announcements (over shared memory, taken back, their peers would ring
 // nothing and the second thread would sleep out its 5 s).
