@@ -224,6 +224,7 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w);
 #define SHARED_WAIT_MS 10
 
 #define URG_WAIT_NS (10 * 1000000LL) /* bounds the wait for a signal to be taken */
+#define URG_SEND_NS (1000 * 1000000LL) /* guards the wait for an engine thread to send one (urgent.c) */
 
 enum { ROLE_SERVER, ROLE_CLIENT };
 

@@ -25,6 +25,7 @@ static _Atomic int urg_slot[URG_SLOTS]; /* fd + 1 of a noted mark, 0: free */
 static _Atomic int urg_noted;           /* marks noted, not yet signalled */
 static _Atomic int urg_inside;          /* application threads inside the engine */
 static _Atomic int urg_gate;            /* a signal is on its way: stay out */
+static _Atomic int urg_sending;         /* engine threads that took a mark and have not sent its signal */
 
 static int64_t urg_now_ns(void)
 {
@@ -129,14 +130,25 @@ static int urg_signal(int i, int fd1, int self)
 		return 1;
 	}
 	/* A thread of this process, chosen by the kernel or named by the owner,
-	 * takes it: keep application threads out of Go until it has. */
+	 * takes it: keep application threads out of Go until it has. An
+	 * engine thread (not self) counts itself in urg_sending first, until
+	 * its kill() has returned: whoever waits at the gate meanwhile waits
+	 * for that, however long the thread is kept off the CPU, not for a
+	 * time (the mark is there to be seen; its signal must come first). */
+	if (!self)
+		atomic_fetch_add(&urg_sending, 1);
 	atomic_fetch_add(&urg_gate, 1);
 	atomic_store(&urg_gate_at, urg_now_ns());
 	if (atomic_load(&urg_inside) > 0) {
+		if (!self)
+			atomic_fetch_sub(&urg_sending, 1);
 		atomic_fetch_sub(&urg_gate, 1);
 		return 0;
 	}
-	if (urg_claim(i, fd1)) {
+	if (!urg_claim(i, fd1)) {
+		if (!self)
+			atomic_fetch_sub(&urg_sending, 1);
+	} else {
 		pid_t pt = o.type == F_OWNER_TID ? o.pid : 0;
 		/* One already pending (every thread blocks SIGURG) merges with
 		 * this one: nobody takes it soon, nothing to wait for. */
@@ -148,6 +160,10 @@ static int urg_signal(int i, int fd1, int self)
 			syscall(SYS_tgkill, me, o.pid, SIGURG);
 		else
 			kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
+		/* Sent: a thread that may take it does so at its next return
+		 * from the kernel, which its wait at the gate makes. */
+		if (!self)
+			atomic_fetch_sub(&urg_sending, 1);
 		for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
 			sched_yield();
 		urg_gating = was;
@@ -180,15 +196,35 @@ int shim_urgent(int fd)
 	return atomic_load(&urg_inside) == 0;
 }
 
+/* urg_gated says whether a thread that waits at the gate until end waits
+ * on: while an engine thread has a signal to send, whatever the time (it
+ * runs a few system calls, never a wait, to send it; URG_SEND_NS only
+ * guards against a hang), then until end for it to be taken. */
+static int urg_gated(int64_t end)
+{
+	if (!atomic_load(&urg_gate))
+		return 0;
+	int64_t now = urg_now_ns();
+	if (atomic_load(&urg_sending) > 0) {
+		if (now < end + URG_SEND_NS)
+			return 1;
+		logmsg(0, "an engine thread took an urgent mark and has not sent its SIGURG in %lld ms; going on",
+		       (long long)(URG_SEND_NS / 1000000));
+		return 0;
+	}
+	return now < end;
+}
+
 /* urg_wait_gate waits while a signal is on its way; it may be for this
  * thread, which takes it here, in C (sched_yield returns through the
  * kernel's signal delivery). */
 static void urg_wait_gate(int64_t end)
 {
-	while (atomic_load(&urg_gate) && urg_now_ns() < end) {
+	while (urg_gated(end)) {
 		/* A holder whose thread ran the handler, which left by
-		 * siglongjmp, never lets go: it is taken for gone. */
-		if (urg_now_ns() - atomic_load(&urg_gate_at) > 4 * URG_WAIT_NS) {
+		 * siglongjmp, never lets go: it is taken for gone. Such a
+		 * holder is an application thread, never one sending. */
+		if (!atomic_load(&urg_sending) && urg_now_ns() - atomic_load(&urg_gate_at) > 4 * URG_WAIT_NS) {
 			atomic_store(&urg_gate, 0);
 			break;
 		}
@@ -210,7 +246,7 @@ static inline void urg_enter(void)
 		atomic_fetch_sub(&urg_inside, 1);
 		urg_wait_gate(end);
 		atomic_fetch_add(&urg_inside, 1);
-	} while (atomic_load(&urg_gate) && urg_now_ns() < end);
+	} while (urg_gated(end));
 }
 
 /* urg_deliver sends the signals for the noted marks; if another thread is
