@@ -2,7 +2,7 @@
 # Installs what building, demonstrating and testing libsdp needs on a Debian machine:
 # curl, python3, tshark, tcpdump, coreutils, gcc with libc headers, make, iproute2,
 # the programs the compatibility suite runs (iperf3, redis, memcached, nginx, wrk, ab, haproxy,
-# postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich), the Debian packaging tools
+# postgresql, openssh, socat, netpipe, sockperf, nodejs, mpich, a JDK), the Debian packaging tools
 # make deb uses (dpkg-dev, binutils, lintian), and the Go modules named in go.mod.
 # Idempotent and non-interactive: when everything is present it only checks and returns.
 # Go itself must already be installed (/usr/local/go).
@@ -45,6 +45,7 @@ declare -A need=(
 	[node]=nodejs
 	[mpiexec.mpich]=mpich
 	[NPmpich2]=netpipe-mpich2
+	[javac]=default-jdk-headless
 	[strace]=strace
 	# the reliability tests: packet loss inside the test's network namespaces
 	[/usr/sbin/nft]=nftables

@@ -26,7 +26,7 @@ require_build
 [[ -z ${LD_PRELOAD:-} ]] || die "run the suite without LD_PRELOAD (it sets it per process)"
 
 UNSUPPORTED=() # "case|program|why it cannot run over SDP", filled by the cases
-ALL_CASES=(http iperf3 socat redis memcached nginx haproxy postgres sshd netpipe sockperf node node22 node24 mpich)
+ALL_CASES=(http iperf3 socat redis memcached nginx haproxy postgres sshd netpipe sockperf node node22 node24 mpich java)
 for f in "$here"/cases/*.sh; do
 	# shellcheck source=/dev/null
 	. "$f"
