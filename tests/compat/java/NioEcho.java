@@ -34,8 +34,11 @@ public class NioEcho {
         ss.register(sel, SelectionKey.OP_ACCEPT);
         Map<SocketChannel, ArrayDeque<ByteBuffer>> held = new HashMap<>();
         int ended = 0;
+        ArrayDeque<SocketChannel> ending = new ArrayDeque<>();
         while (ended < conns) {
-            sel.select();
+            if (sel.selectedKeys().isEmpty()) {
+                sel.select();
+            }
             Iterator<SelectionKey> it = sel.selectedKeys().iterator();
             while (it.hasNext()) {
                 SelectionKey k = it.next();
@@ -69,18 +72,8 @@ public class NioEcho {
                 }
                 ByteBuffer b = ByteBuffer.allocate(65536);
                 if (c.read(b) < 0) {
-                    // The client's end: what is held goes out blocking, then the close.
-                    k.cancel();
-                    sel.selectNow();
-                    c.configureBlocking(true);
-                    for (ByteBuffer r : q) {
-                        while (r.hasRemaining()) {
-                            c.write(r);
-                        }
-                    }
-                    c.close();
-                    held.remove(c);
-                    ended++;
+                    k.cancel(); // the channel leaves the selector at its next selection
+                    ending.add(c);
                     continue;
                 }
                 b.flip();
@@ -91,6 +84,23 @@ public class NioEcho {
                     q.add(b);
                     k.interestOps(SelectionKey.OP_READ | SelectionKey.OP_WRITE);
                 }
+            }
+            if (ending.isEmpty()) {
+                continue;
+            }
+            // A client's end: what is held goes out blocking, then the close. The channel may
+            // turn blocking once deregistered, which the selection after its key's cancel does
+            // (not inside the iteration above: it changes the set being iterated).
+            sel.selectNow();
+            for (SocketChannel c; (c = ending.poll()) != null; ) {
+                c.configureBlocking(true);
+                for (ByteBuffer r : held.remove(c)) {
+                    while (r.hasRemaining()) {
+                        c.write(r);
+                    }
+                }
+                c.close();
+                ended++;
             }
         }
     }
