@@ -77,9 +77,6 @@ wait_ready() {
 }
 
 # row NAME SHIM: SHIM "" is plain TCP.
-# cpu_ticks PID: the user and system time PID has used, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 row() {
 	local name=$1 so=$2 pre=() port eng=$LIBSDP_ENGINE
 	shift 2
@@ -90,10 +87,10 @@ row() {
 	local srv=$BG_PID
 	wait_ready "$tmp/srv.out"
 	local rate t0 t1
-	t0=$(cpu_ticks "$srv")
+	t0=$(cpu_ms "$srv")
 	rate=$(env -u LD_PRELOAD "${pre[@]}" "$PYTHON" "$tmp/client.py" "$port" "$n")
-	t1=$(cpu_ticks "$srv")
-	rate+=" server_cpu_us=$(awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" -v n="$n" 'BEGIN { printf "%.1f", t / hz * 1e6 / n }')"
+	t1=$(cpu_ms "$srv")
+	rate+=" server_cpu_us=$(awk -v a="$t0" -v b="$t1" -v n="$n" 'BEGIN { printf "%.1f", (b - a) * 1e3 / n }')"
 	stop_proc "$srv"
 	port=$(free_port)
 	start_bg "$tmp/http.out" "${pre[@]}" "$PYTHON" -m http.server --bind 127.0.0.1 --directory "$tmp" "$port"

@@ -22,9 +22,6 @@ if command -v perf >/dev/null 2>&1 && perf stat -e task-clock -o /dev/null true 
 	perf=(perf stat -x, -e task-clock -o "$tmp/perf.txt")
 fi
 
-# cpu_ticks PID: the process's user and system time so far, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 # one CFG: one run, plain TCP (tcp) or both ends preloaded (sdp); prints its line and keeps
 # the rate in $rate.
 one() {
@@ -36,15 +33,14 @@ one() {
 	local srv=$BG_PID
 	wait_listen "$srv" 20 "$port"
 	local t0 t1
-	t0=$(cpu_ticks "$srv")
+	t0=$(cpu_ms "$srv")
 	env -u LD_PRELOAD "${pre[@]}" "${perf[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -t get \
 		-n "$gets" -c "$conns" -q </dev/null >"$tmp/client.out" 2>"$tmp/client.err"
-	t1=$(cpu_ticks "$srv")
+	t1=$(cpu_ms "$srv")
 	stop_proc "$srv"
 	rate=$(tr '\r' '\n' <"$tmp/client.out" | awk '$1 == "GET:" && $2 ~ /^[0-9.]+$/ { r = $2 } END { print r + 0 }')
-	local hz srv_us cli_us=-
-	hz=$(getconf CLK_TCK)
-	srv_us=$(awk -v t="$((t1 - t0))" -v hz="$hz" -v n="$gets" 'BEGIN { printf "%.1f", t / hz / n * 1e6 }')
+	local srv_us cli_us=-
+	srv_us=$(awk -v a="$t0" -v b="$t1" -v n="$gets" 'BEGIN { printf "%.1f", (b - a) / n * 1e3 }')
 	if ((${#perf[@]})); then
 		cli_us=$(awk -F, -v n="$gets" '$3 == "task-clock" { printf "%.1f", $1 * 1000 / n }' "$tmp/perf.txt")
 	fi

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# bench-proxy.sh: does a proxy slow libsdp more than it slows TCP? A fresh curl fetches a 2 MiB
-# file from python3 -m http.server, directly and through haproxy (HTTP mode, the compatibility
+# bench-proxy.sh: does a proxy slow libsdp more than it slows TCP? A fresh curl fetches a file
+# (2 MiB unless SIZE octets are given) from python3 -m http.server, directly and through haproxy (HTTP mode, the compatibility
 # case's configuration), 20 times each; everything preloaded (libsdp) or nothing (TCP), the two
 # alternating, on 127.0.0.1. Prints responses per second and the share of the direct rate the
 # proxy keeps, and for the fetches through haproxy the CPU time each process spent per response:
 # curl (all its threads, the engine's included, from its start to its exit), haproxy and
 # http.server. LIBSDP_BUILD=dir measures another build.
 #
-#   bash scripts/bench-proxy.sh [ROUNDS=2]
+#   bash scripts/bench-proxy.sh [ROUNDS=2] [SIZE=2097152]
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 require_build
 require_cmd curl haproxy timeout awk
-rounds=${1:-2}
+rounds=${1:-2} size=${2:-2097152}
 tmp=$(mktemp -d /tmp/libsdp-proxy.XXXXXX)
 trap 'stop_all; rm -rf "$tmp"' EXIT
-head -c $((2 * 1024 * 1024)) /dev/urandom >"$tmp/2M.bin"
+head -c "$size" /dev/urandom >"$tmp/file.bin"
 
 # rate PORT ENV...: responses per second of 20 fresh curls for the file.
 rate() {
@@ -24,17 +24,10 @@ rate() {
 	shift
 	for i in $(seq 1 20); do
 		t=$(timeout 60 env "$@" curl -sS --fail --noproxy '*' -o /dev/null -w '%{time_total}' \
-			"http://127.0.0.1:$port/2M.bin")
+			"http://127.0.0.1:$port/file.bin")
 		total=$(awk -v a="$total" -v b="$t" 'BEGIN { print a + b }')
 	done
 	awk -v t="$total" 'BEGIN { printf "%.0f", 20 / t }'
-}
-
-# cpu_ms PID: the process's CPU time so far (user and system, its ended threads included), ms.
-cpu_ms() {
-	"$PYTHON" -c 'import os, sys
-f = open("/proc/%s/stat" % sys.argv[1]).read().rsplit(")", 1)[1].split()
-print((int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK"))' "$1"
 }
 
 # fetch_cpu PORT ENV...: 100 fresh curls for the file; the CPU time of one curl process, ms.
@@ -49,7 +42,7 @@ env.update(kv.split("=", 1) for kv in sys.argv[2:])
 n = 100
 for _ in range(n):
     subprocess.run(["curl", "-sS", "--fail", "--noproxy", "*", "-o", "/dev/null",
-                    "http://127.0.0.1:%s/2M.bin" % port], env=env, check=True, timeout=60)
+                    "http://127.0.0.1:%s/file.bin" % port], env=env, check=True, timeout=60)
 r = resource.getrusage(resource.RUSAGE_CHILDREN)
 print("%.2f" % ((r.ru_utime + r.ru_stime) * 1000 / n))
 PY

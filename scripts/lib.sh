@@ -159,6 +159,14 @@ stat_num() {
 	echo "$v"
 }
 
+# cpu_ms PID prints the CPU time (user and system, its ended threads included) the process has
+# used so far, in milliseconds.
+cpu_ms() {
+	local stat
+	stat=$(<"/proc/$1/stat")
+	awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f\n", ($12 + $13) * 1000 / hz }' <<<"${stat##*) }"
+}
+
 # sha FILE prints the SHA-256 of FILE.
 sha() {
 	sha256sum "$1" | cut -d' ' -f1

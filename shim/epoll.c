@@ -298,6 +298,13 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
 	return r < 0 ? POLLERR : r;
 }
 
+/* registered_alone: the connection's only registration is one set's (no
+ * other set, no other descriptor, no child forked since that may hold one). */
+static int registered_alone(struct fdent *e)
+{
+	return atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks);
+}
+
 /* look_flags: what a set's look at r may tell the engine. SDP_POLL_QUIET:
  * the kernel has reported nothing on the socket (or the eventfd) since the
  * last look, which a call into the engine returning since (touched) or a
@@ -308,13 +315,6 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
  * since that may hold one), so the engine need not ring the eventfd for what this
  * look finds and reports. SDP_POLL_LEVEL: the registration is
  * level-triggered. */
-/* registered_alone: the connection's only registration is one set's (no
- * other set, no other descriptor, no child forked since that may hold one). */
-static int registered_alone(struct fdent *e)
-{
-	return atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks);
-}
-
 static int look_flags(const struct epreg *r, struct fdent *e)
 {
 	int f = r->kfired ? 0 : SDP_POLL_QUIET;
@@ -540,10 +540,10 @@ static void epoll_mark(int epfd, struct epset *ep, uint64_t tag)
  * The engine takes those announcements back, and the next wait looks at
  * each of those connections before it sleeps (ask). Only for a set
  * with no other thread inside epoll_wait (it would sleep with nothing to
- * wake it), never polled or nested in another set (a wait on its descriptor
- * sleeps in the kernel too), and connections registered here alone (no other set, no other
- * descriptor, no child forked since: their waits would miss the doorbell
- * too); the engine keeps the announcement where a thread sleeps on the
+ * wake it), never polled or nested in another set (a wait on its
+ * descriptor sleeps in the kernel too), and connections registered here
+ * alone (no other set, no other descriptor, no child forked since: their
+ * waits would miss the doorbell too); the engine keeps the announcement where a thread sleeps on the
  * connection. Connections not found active in the set's last EP_RECENT
  * returns are left asleep, and at most EP_WITHDRAW_MAX are taken back: each
  * costs a look at the next wait, where a doorbell costs a system call at

@@ -135,39 +135,33 @@ static int urg_signal(int i, int fd1, int self)
 	 * its kill() has returned: whoever waits at the gate meanwhile waits
 	 * for that, however long the thread is kept off the CPU, not for a
 	 * time (the mark is there to be seen; its signal must come first). */
-	if (!self)
-		atomic_fetch_add(&urg_sending, 1);
+	int sending = !self;
+	atomic_fetch_add(&urg_sending, sending);
 	atomic_fetch_add(&urg_gate, 1);
 	atomic_store(&urg_gate_at, urg_now_ns());
-	if (atomic_load(&urg_inside) > 0) {
-		if (!self)
-			atomic_fetch_sub(&urg_sending, 1);
+	int inside = atomic_load(&urg_inside) > 0;
+	if (inside || !urg_claim(i, fd1)) {
+		atomic_fetch_sub(&urg_sending, sending);
 		atomic_fetch_sub(&urg_gate, 1);
-		return 0;
+		return !inside;
 	}
-	if (!urg_claim(i, fd1)) {
-		if (!self)
-			atomic_fetch_sub(&urg_sending, 1);
-	} else {
-		pid_t pt = o.type == F_OWNER_TID ? o.pid : 0;
-		/* One already pending (every thread blocks SIGURG) merges with
-		 * this one: nobody takes it soon, nothing to wait for. */
-		int wait = !urg_pending(pt);
-		int was = urg_gating;
-		urg_gating = 1; /* a handler run by this thread may call the engine */
-		atomic_fetch_add(&urg_sent, 1);
-		if (o.type == F_OWNER_TID)
-			syscall(SYS_tgkill, me, o.pid, SIGURG);
-		else
-			kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
-		/* Sent: a thread that may take it does so at its next return
-		 * from the kernel, which its wait at the gate makes. */
-		if (!self)
-			atomic_fetch_sub(&urg_sending, 1);
-		for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
-			sched_yield();
-		urg_gating = was;
-	}
+	pid_t pt = o.type == F_OWNER_TID ? o.pid : 0;
+	/* One already pending (every thread blocks SIGURG) merges with
+	 * this one: nobody takes it soon, nothing to wait for. */
+	int wait = !urg_pending(pt);
+	int was = urg_gating;
+	urg_gating = 1; /* a handler run by this thread may call the engine */
+	atomic_fetch_add(&urg_sent, 1);
+	if (o.type == F_OWNER_TID)
+		syscall(SYS_tgkill, me, o.pid, SIGURG);
+	else
+		kill(o.type == F_OWNER_PGRP ? -o.pid : o.pid, SIGURG);
+	/* Sent: a thread that may take it does so at its next return
+	 * from the kernel, which its wait at the gate makes. */
+	atomic_fetch_sub(&urg_sending, sending);
+	for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
+		sched_yield();
+	urg_gating = was;
 	atomic_fetch_sub(&urg_gate, 1);
 	return 1;
 }
@@ -208,8 +202,10 @@ static int urg_gated(int64_t end)
 	if (atomic_load(&urg_sending) > 0) {
 		if (now < end + URG_SEND_NS)
 			return 1;
-		logmsg(0, "an engine thread took an urgent mark and has not sent its SIGURG in %lld ms; going on",
-		       (long long)(URG_SEND_NS / 1000000));
+		static atomic_int logged;
+		if (!atomic_exchange(&logged, 1))
+			logmsg(0, "an engine thread took an urgent mark and has not sent its SIGURG in %lld ms; going on",
+			       (long long)(URG_SEND_NS / 1000000));
 		return 0;
 	}
 	return now < end;

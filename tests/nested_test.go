@@ -193,10 +193,9 @@ func TestEpollAwakeSetRingsNothing(t *testing.T) {
 // one-shot registration re-armed with bytes already in the engine, so the
 // kernel wakes nobody; over plain TCP the re-arm may wake the second thread
 // for them instead, which the program accepts); the next bytes for the second
-// must still wake it: a
-// set with another thread inside its wait keeps its connections' sleep
-// announcements (over shared memory, taken back, their peers would ring
-// nothing and the second thread would sleep out its 5 s).
+// must still wake it: a set with another thread inside its wait keeps its
+// connections' sleep announcements (over shared memory, taken back, their
+// peers would ring nothing and the second thread would sleep out its 5 s).
 func TestEpollSecondWaiterWoken(t *testing.T) {
 	runSelfContained(t, "epollwaiters", "waiters ok")
 }
