@@ -183,18 +183,19 @@ func (q *QP) holdForChoice() error {
 // Watcher is a stream whose reader may poll for the peer's next bytes
 // instead of sleeping until it rings (shm.Stream.Watch).
 type Watcher interface {
-	Watch() func() bool
+	Watch() (head *uint64, seen uint64)
 	Withdraw() bool
 }
 
-// Watch returns a check that the stream has bytes the QP has not read,
-// for a caller that polls before it waits, or nil when FPDUs do not
-// travel over a stream that can be watched. The QP reads the stream
+// Watch returns what a caller that polls before it waits checks for bytes
+// the QP has not read (the stream's Watch: the peer has published more once
+// an atomic load of head differs from seen), or a nil head when FPDUs do
+// not travel over a stream that can be watched. The QP reads the stream
 // again before it reports itself drained.
-func (q *QP) Watch() func() bool {
+func (q *QP) Watch() (head *uint64, seen uint64) {
 	w, ok := q.stream.(Watcher)
 	if !ok || !q.streaming() {
-		return nil
+		return nil, 0
 	}
 	q.drained = false
 	return w.Watch()

@@ -95,6 +95,15 @@ typedef int (*sdp_short_peer_fn)(const uint8_t *addr, int port);
  * connection on which a thread sleeps (a blocking call, poll, select) keeps
  * its announcement. Returns how many were taken back. Optional. */
 typedef int (*sdp_withdraw_fn)(const int *fds, int n, uint8_t *done);
+/* For an epoll set about to sleep: over shared memory, each of the n
+ * connections fds on which no thread sleeps takes its sleep announcement
+ * back (done[i] = 1: the set must look at it again before it sleeps), and
+ * the caller polls their rings for the peers' next bytes, for at most
+ * SDP_POLL_US as state (the set's own, zero at first, two words the engine
+ * keeps) adapts it, asking the kernel about epfd now and then. Returns 1
+ * when a peer published, 0 when the poll ended without (or epfd became
+ * readable). Optional. */
+typedef int (*sdp_spin_fn)(const int *fds, int n, int epfd, int64_t *state, uint8_t *done);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);
 typedef int64_t (*sdp_recvv_fn)(int fd, const struct iovec *iov, int iovcnt, int flags);

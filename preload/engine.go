@@ -108,6 +108,11 @@ var panics, fallbacks, protoErrors atomic.Uint64
 // moved (shim/epoll.c), which tests check by this count.
 var enginePolls atomic.Uint64
 
+// setPolls and setPollHits count the epoll waits that polled shared
+// memory before they slept (sdp_spin), and those whose poll found a peer's
+// bytes.
+var setPolls, setPollHits atomic.Uint64
+
 func initEngine(c engineConfig) {
 	ecfg = c
 	coreCfg = sdpcore.DefaultConfig()
@@ -619,11 +624,11 @@ func statsLine() string {
 	}
 	lingerMu.Unlock()
 	mu.RUnlock()
-	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d direct_placed_rx=%d zcopy_read_sends=%d zcopy_cancels=%d zcopy_tx=%d zcopy_rx=%d zcopy_sink_avails=%d zcopy_write_sends=%d zcopy_write_rx=%d tx_records=%d shm_conns=%d shm_bells_rung=%d shm_bells_heard=%d shm_polls=%d shm_poll_hits=%d engine_polls=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
+	return fmt.Sprintf("sdp_conns=%d fpdus_tx=%d fpdus_rx=%d markers_tx=%d markers_rx=%d crc_bytes_rx=%d crc_errors=%d payload_tx=%d payload_rx=%d wire_tx=%d wire_rx=%d credit_updates=%d credit_stalls=%d user_copies_tx=%d user_copies_rx=%d bcopy_sends=%d coalesced_sends=%d ring_acks=%d direct_placed_rx=%d zcopy_read_sends=%d zcopy_cancels=%d zcopy_tx=%d zcopy_rx=%d zcopy_sink_avails=%d zcopy_write_sends=%d zcopy_write_rx=%d tx_records=%d shm_conns=%d shm_bells_rung=%d shm_bells_heard=%d shm_polls=%d shm_poll_hits=%d shm_set_polls=%d shm_set_poll_hits=%d engine_polls=%d flow_control=%v buffering=%v progress=%v fallbacks=%d panics=%d",
 		t.sdpConns, t.fpdusTx, t.fpdusRx, t.markersTx, t.markersRx, t.crcBytesRx, t.crcErrors,
 		t.payloadTx, t.payloadRx, t.wireTx, t.wireRx, t.creditUpdates, t.creditStalls,
 		t.userCopiesTx, t.userCopiesRx, t.bcopySends, t.coalescedSends, t.ringAcks,
 		t.directPlacedRx, t.zcopySends, t.zcopyCancels, t.zcopyTx, t.zcopyRx,
-		t.zcopySinkAvails, t.zcopyWrSends, t.zcopyWriteRx, t.txRecords, t.shmConns, t.shmBellsRung, t.shmBellsHeard, t.shmPolls, t.shmPollHits, enginePolls.Load(),
+		t.zcopySinkAvails, t.zcopyWrSends, t.zcopyWriteRx, t.txRecords, t.shmConns, t.shmBellsRung, t.shmBellsHeard, t.shmPolls, t.shmPollHits, setPolls.Load(), setPollHits.Load(), enginePolls.Load(),
 		coreCfg.FlowControl, coreCfg.Buffering, coreCfg.Progress, fallbacks.Load(), panics.Load())
 }

@@ -312,6 +312,53 @@ func sdp_withdraw(fds *C.int, n C.int, done *C.uint8_t) (rc C.int) {
 	return rc
 }
 
+//export sdp_spin
+func sdp_spin(fds *C.int, n C.int, epfd C.int, state *C.int64_t, done *C.uint8_t) (rc C.int) {
+	defer guard(-1, &rc)
+	if n <= 0 || coreCfg.PollSpin <= 0 {
+		return 0
+	}
+	st := (*sdpcore.SpinState)(unsafe.Pointer(state))
+	if st.Skip > 0 {
+		st.Skip--
+		return 0
+	}
+	fs, ds := unsafe.Slice(fds, int(n)), unsafe.Slice(done, int(n))
+	var room [64]sdpcore.Arrival
+	arrived := room[:0]
+	for i, fd := range fs {
+		if c := conns.get(int(fd)); c != nil && len(arrived) < len(room) {
+			if a, ok := c.WatchArrivals(); ok {
+				ds[i] = 1
+				arrived = append(arrived, a)
+			}
+		}
+	}
+	if len(arrived) == 0 {
+		return 0
+	}
+	kernel := func() bool {
+		pfd := [1]unix.PollFd{{Fd: int32(epfd), Events: unix.POLLIN}}
+		k, _ := unix.Poll(pfd[:], 0)
+		return k > 0
+	}
+	// A poll during which the thread lost its CPU (another thread was
+	// runnable) ends the polls for a while: where threads outnumber the
+	// CPUs, polling takes the CPU a peer needs to answer.
+	var ru0, ru1 unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_THREAD, &ru0)
+	setPolls.Add(1)
+	got := sdpcore.SpinSet(arrived, coreCfg.PollSpin, st, kernel)
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru1) == nil && ru1.Nivcsw != ru0.Nivcsw {
+		st.Preempted()
+	}
+	if got {
+		setPollHits.Add(1)
+		return 1
+	}
+	return 0
+}
+
 //export sdp_set_buffers
 func sdp_set_buffers(fd, sndbuf, rcvbuf C.int) (rc C.int) {
 	defer guard(int(fd), &rc)

@@ -66,9 +66,10 @@ type sameHoster interface {
 	SameHost() bool
 	// Bells counts the doorbells written and read over shared memory.
 	Bells() (rung, heard uint64)
-	// Watch returns a check for the peer's next bytes, for a caller that
-	// polls before it waits (Spin), or nil when not over shared memory.
-	Watch() func() bool
+	// Watch returns what a caller that polls before it waits (Spin)
+	// checks for the peer's next bytes (Arrival), or a nil head when not
+	// over shared memory.
+	Watch() (head *uint64, seen uint64)
 	// Withdraw takes back this side's sleep announcement (the peer need
 	// not ring) for a reader that looks again before it sleeps.
 	Withdraw() bool
@@ -219,8 +220,8 @@ func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
 	return nil
 }
 
-func (t *qpTransport) Watch() func() bool { return t.qp().Watch() }
-func (t *qpTransport) Withdraw() bool     { return t.qp().Withdraw() }
+func (t *qpTransport) Watch() (*uint64, uint64) { return t.qp().Watch() }
+func (t *qpTransport) Withdraw() bool           { return t.qp().Withdraw() }
 
 func (t *qpTransport) Bells() (rung, heard uint64) {
 	if s, ok := t.qp().Stream().(*shm.Stream); ok {

@@ -1,6 +1,9 @@
 package sdpcore
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Spin is for a caller about to sleep until something it wants is ready
 // (a blocking receive or send): over shared memory it polls the ring
@@ -25,12 +28,12 @@ func (c *Conn) Spin(d time.Duration) bool {
 		return false
 	}
 	c.mu.Lock()
-	var arrived func() bool
+	var arrived Arrival
 	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 {
-		arrived = sh.Watch()
+		arrived.head, arrived.seen = sh.Watch()
 	}
 	c.unlock()
-	if arrived == nil {
+	if arrived.head == nil {
 		return false
 	}
 	n := c.spins.Add(1)
@@ -38,7 +41,7 @@ func (c *Conn) Spin(d time.Duration) bool {
 	limit, probe := spinLimit(cur, d, n)
 	start := time.Now()
 	for i := 0; ; i++ {
-		if arrived() {
+		if arrived.Came() {
 			c.spinHits.Add(1)
 			c.spinFor.Store(int64(spinAfterHit(cur, d, time.Since(start))))
 			return true
@@ -86,3 +89,100 @@ func spinAfterHit(cur, d, waited time.Duration) time.Duration {
 	}
 	return min(d, max(cur, 4*waited, min(spinFloor, d)))
 }
+
+// Arrival is what a poll checks for a peer's next bytes over shared
+// memory: the peer's published position and what this side had seen of it.
+type Arrival struct {
+	head *uint64
+	seen uint64
+}
+
+// Came reports whether the peer has published since. It reads only the
+// shared position, so it needs no lock.
+func (a Arrival) Came() bool { return atomic.LoadUint64(a.head) != a.seen }
+
+// WatchArrivals is Spin's first half for a caller that polls several
+// connections at once (an event loop's wait about to sleep): over shared
+// memory, with no thread asleep on the connection (it would need the
+// doorbell) and nothing received waiting, it takes back this side's sleep
+// announcement and returns what to check for the peer's next bytes; false
+// otherwise, or when another call holds the connection. The caller looks at
+// the connection (PollLook) before it sleeps: the look announces sleep anew.
+func (c *Conn) WatchArrivals() (Arrival, bool) {
+	if !c.mu.TryLock() {
+		return Arrival{}, false
+	}
+	var a Arrival
+	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 &&
+		c.sleepers == 0 && len(c.sleepFds) == 0 {
+		a.head, a.seen = sh.Watch()
+	}
+	c.mu.Unlock() // nothing changed that a sleeper waits for: there is none
+	return a, a.head != nil
+}
+
+// SpinState is how long a set of connections polls (SpinSet), adapted as
+// Spin adapts one connection's: the time of its next poll and the polls
+// made so far.
+type SpinState struct {
+	For   int64 // ns; 0 before the first poll
+	Polls uint64
+	// Skip: waits left that sleep without polling, after a poll during
+	// which the thread lost its CPU to another (Preempted).
+	Skip int64
+}
+
+// spinSkip is how many waits sleep at once after a poll that lost the CPU:
+// where threads outnumber the CPUs, polling takes the CPU a peer needs to
+// answer.
+const spinSkip = 64
+
+// Preempted notes that the last poll lost the thread's CPU to another
+// thread: the next spinSkip waits do not poll.
+func (s *SpinState) Preempted() {
+	s.Skip = spinSkip
+	s.For = 0
+}
+
+// SpinSet polls the checks of WatchArrivals, within d as state adapts it,
+// and kernel (if not nil) about every spinKernelEvery, which reports
+// whether something else the caller waits for is ready. It reports
+// whether the peer of one of the connections published meanwhile.
+func SpinSet(arrived []Arrival, d time.Duration, state *SpinState, kernel func() bool) bool {
+	if d <= 0 || len(arrived) == 0 {
+		return false
+	}
+	state.Polls++
+	cur := time.Duration(state.For)
+	limit, probe := spinLimit(cur, d, state.Polls)
+	start := time.Now()
+	var next time.Duration // the first check at once: the kernel may have something already
+	for i := 0; ; i++ {
+		for _, a := range arrived {
+			if a.Came() {
+				state.For = int64(spinAfterHit(cur, d, time.Since(start)))
+				return true
+			}
+		}
+		if i&15 != 15 {
+			continue
+		}
+		waited := time.Since(start)
+		if kernel != nil && waited >= next {
+			if kernel() {
+				return false // the caller looks anyway; the poll's time stays
+			}
+			next = waited + spinKernelEvery
+		}
+		if waited >= limit {
+			if !probe {
+				state.For = int64(spinAfterMiss(limit, d))
+			}
+			return false
+		}
+	}
+}
+
+// spinKernelEvery: how often SpinSet asks about the caller's kernel
+// descriptors (one system call each time).
+const spinKernelEvery = 8 * time.Microsecond

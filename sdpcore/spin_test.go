@@ -2,6 +2,7 @@ package sdpcore
 
 import (
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,4 +94,85 @@ func TestSpinAdapts(t *testing.T) {
 	k, err := p.Recv([][]byte{buf}, 0, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, "late", string(buf[:k]))
+}
+
+// TestSpinSetNoDoorbell: an event loop's wait polls its connections
+// (WatchArrivals, SpinSet) instead of sleeping: the peer's message sent
+// while it polls rings no doorbell and ends the poll; a poll that finds
+// nothing shortens the next; one whose kernel descriptors become ready
+// ends at once; over TCP there is nothing to watch.
+func TestSpinSetNoDoorbell(t *testing.T) {
+	a, p, as, _, _, _ := shmPair(t, testConfig())
+	q, r, qs, _, _, _ := shmPair(t, testConfig())
+	oneWay(t, a, p, 1000)
+	oneWay(t, q, r, 1000)
+	buf := make([]byte, 100)
+	// The reads find the rings empty: both streams announce that they sleep.
+	for _, c := range []*Conn{p, r} {
+		_, err := c.Recv([][]byte{buf}, 0, time.Now())
+		require.ErrorIs(t, err, ErrWouldBlock)
+	}
+
+	// Nothing comes: the poll ends without, and the next is shorter.
+	var st SpinState
+	arrived := watchAll(t, p, r)
+	require.False(t, SpinSet(arrived, 50*time.Microsecond, &st, nil))
+	require.Equal(t, int64(25*time.Microsecond), st.For, "a miss halves the next poll")
+
+	// r's peer sends while the set polls: the poll sees it, and no
+	// doorbell is rung, as the poll took back r's sleep announcement.
+	st = SpinState{}
+	arrived = watchAll(t, p, r)
+	started := make(chan struct{})
+	var once sync.Once
+	kernel := func() bool {
+		once.Do(func() { close(started) })
+		return false
+	}
+	done := make(chan bool, 1)
+	go func() { done <- SpinSet(arrived, 20*time.Second, &st, kernel) }()
+	<-started
+	rungA, rungQ := as.BellsRung, qs.BellsRung
+	_, err := q.Send([][]byte{[]byte("polled")}, time.Now())
+	require.NoError(t, err)
+	require.True(t, <-done, "the poll saw the message")
+	require.Equal(t, rungQ, qs.BellsRung, "no doorbell for a polling set")
+	k, err := r.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "polled", string(buf[:k]))
+	// p looks again (the set's look after its poll) and sleeps: a's next
+	// message rings.
+	_, err = p.Recv([][]byte{buf}, 0, time.Now())
+	require.ErrorIs(t, err, ErrWouldBlock)
+	_, err = a.Send([][]byte{[]byte("rung")}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, rungA+1, as.BellsRung, "a set that looked after its poll sleeps and is rung")
+	k, err = p.Recv([][]byte{buf}, 0, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "rung", string(buf[:k]))
+
+	// The kernel has something for the set: the poll ends at once,
+	// however long it could have been.
+	st = SpinState{}
+	began := time.Now()
+	require.False(t, SpinSet(watchAll(t, p), 20*time.Second, &st, func() bool { return true }))
+	require.Less(t, time.Since(began), 10*time.Second, "the kernel's readiness ended the poll")
+	require.Zero(t, st.For, "a poll the kernel ended leaves the next one's time as it was")
+
+	// Over TCP there is nothing to watch.
+	ta, tp := connPair(t, testConfig())
+	oneWay(t, ta, tp, 100)
+	_, ok := tp.WatchArrivals()
+	require.False(t, ok)
+}
+
+// watchAll is WatchArrivals of each of cs, which must all be watchable.
+func watchAll(t *testing.T, cs ...*Conn) []Arrival {
+	var as []Arrival
+	for _, c := range cs {
+		a, ok := c.WatchArrivals()
+		require.True(t, ok)
+		as = append(as, a)
+	}
+	return as
 }

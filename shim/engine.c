@@ -234,6 +234,15 @@ static int t_withdraw(const int *fds, int n, uint8_t *done)
 	return r;
 }
 
+/* spin is counted in engine_depth only, as withdraw. */
+static int t_spin(const int *fds, int n, int epfd, int64_t *state, uint8_t *done)
+{
+	engine_depth++;
+	int r = loaded.spin(fds, n, epfd, state, done);
+	engine_depth--;
+	return r;
+}
+
 /* close is counted in engine_depth only: the descriptor is gone after it. */
 static int t_close(int fd)
 {
@@ -269,6 +278,7 @@ void eng_layer(struct shim_engine *below, const struct shim_engine *w)
 	LAYER(set_buffers);
 	LAYER(short_peer);
 	LAYER(withdraw);
+	LAYER(spin);
 #undef LAYER
 }
 
@@ -290,6 +300,7 @@ static void count_touches(void)
 		.set_buffers = t_set_buffers,
 		.close = t_close,
 		.withdraw = t_withdraw,
+		.spin = t_spin,
 	};
 	eng_layer(&loaded, &counting);
 }
@@ -316,6 +327,7 @@ static int engine_bind(void *h)
 	eng.threads = (sdp_threads_fn)dlsym(h, "sdp_threads");
 	eng.short_peer = (sdp_short_peer_fn)dlsym(h, "sdp_short_peer");
 	eng.withdraw = (sdp_withdraw_fn)dlsym(h, "sdp_withdraw");
+	eng.spin = (sdp_spin_fn)dlsym(h, "sdp_spin");
 	if (!(eng.init && eng.attach && eng.sendv && eng.recvv && eng.poll && eng.shutdown && eng.close && eng.stats &&
 	      eng.dup && eng.query && eng.take_early))
 		return -1;

@@ -27,6 +27,9 @@
 #define EP_RECENT 16
 #define EP_WITHDRAW_MAX 64
 
+/* ep_waiters: the process's threads inside an emulated epoll wait. */
+static _Atomic int ep_waiters;
+
 int epset_count(struct epset *ep)
 {
 	return ep->n;
@@ -581,6 +584,62 @@ static void epoll_withdraw(struct epset *ep, int returning)
 	urg_unhold();
 }
 
+/* epoll_spin: the set's wait found nothing and would sleep. Over shared
+ * memory a peer's next message often comes sooner than a sleep and a
+ * wake-up: the engine takes back the sleep announcements of the set's busy
+ * connections (as epoll_withdraw) and polls their rings for a while that
+ * adapts to what earlier polls found (SDP_POLL_US at most), so that a quick
+ * answer costs neither side a system call. The connections it watched are
+ * looked at again before the set sleeps (ask), which announces sleep anew.
+ * The same conditions as epoll_withdraw's, and only while this thread is
+ * the process's one in an epoll wait: event loops on several threads
+ * (memcached's workers, haproxy's) outnumber the CPUs with their peers',
+ * and a thread that polls takes the CPU another needs to answer (memcached
+ * under memcaslap, 2 CPUs: 12% fewer operations a second with polls in its
+ * four loops). Returns whether it watched any:
+ * the set must then look before it sleeps, whatever came. */
+static int epoll_spin(int epfd, struct epset *ep)
+{
+	if (!eng.spin || engine_pid != my_pid() || atomic_load(&ep_waiters) != 1)
+		return 0;
+	pthread_mutex_lock(&ep->mu);
+	if (atomic_load(&ep->waiting) != 1 || ep->peeked) {
+		pthread_mutex_unlock(&ep->mu);
+		return 0;
+	}
+	uint32_t now = ep->returns;
+	int fds[EP_WITHDRAW_MAX], idx[EP_WITHDRAW_MAX];
+	uint8_t done[EP_WITHDRAW_MAX];
+	int m = 0;
+	for (int i = 0; i < ep->n && m < EP_WITHDRAW_MAX; i++) {
+		struct epreg *r = &ep->regs[i];
+		if (now - r->active > EP_RECENT || r->ready || r->disabled || r->parked || !(r->events & EPOLLIN))
+			continue;
+		struct fdent *e = ours(r->fd);
+		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
+		    e->engine_pid != my_pid() || !registered_alone(e))
+			continue;
+		fds[m] = r->fd;
+		idx[m++] = i;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	if (!m)
+		return 0;
+	memset(done, 0, sizeof done);
+	urg_hold++; /* SIGURG after the poll */
+	eng.spin(fds, m, epfd, ep->spin, done);
+	pthread_mutex_lock(&ep->mu);
+	for (int j = 0; j < m; j++) {
+		/* The set may have changed meanwhile (another thread's CTL). */
+		struct epreg *r = idx[j] < ep->n ? &ep->regs[idx[j]] : NULL;
+		if (done[j] && r && r->fd == fds[j])
+			r->ask = 1;
+	}
+	pthread_mutex_unlock(&ep->mu);
+	urg_unhold();
+	return 1;
+}
+
 static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events, int max, int timeout,
 			  const sigset_t *mask)
 {
@@ -594,11 +653,17 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 		errno = ENOMEM;
 		return -1;
 	}
-	int result;
+	int result, spun = 0;
 	atomic_fetch_add(&ep->waiting, 1);
+	atomic_fetch_add(&ep_waiters, 1);
 	for (;;) {
 		int tmo = -1;
 		int n = epoll_scan(epfd, ep, events, max, &tmo);
+		if (!n && tmo != 0 && timeout != 0 && !spun) {
+			spun = 1;
+			if (epoll_spin(epfd, ep))
+				continue; /* look at what came, or announce sleep anew */
+		}
 		int wait = n ? 0 : tmo;
 		if (!n && deadline >= 0) {
 			int64_t left = deadline - now_ms();
@@ -635,6 +700,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 	}
 	if (result > 0)
 		epoll_withdraw(ep, 1);
+	atomic_fetch_sub(&ep_waiters, 1);
 	atomic_fetch_sub(&ep->waiting, 1);
 	if (kev != kstack)
 		free(kev);

@@ -208,6 +208,7 @@ struct shim_engine {
 	sdp_threads_fn threads;         /* optional: the application's threads using it */
 	sdp_short_peer_fn short_peer;   /* optional: peers whose connections carry little */
 	sdp_withdraw_fn withdraw;       /* optional: an awake epoll set's sleep announcements */
+	sdp_spin_fn spin;               /* optional: an epoll set polls before it sleeps */
 };
 extern struct shim_engine eng;
 void eng_layer(struct shim_engine *below, const struct shim_engine *w);
@@ -266,6 +267,7 @@ struct epset {
 	_Atomic int waiting; /* threads inside epoll_wait on it (epoll_emulated) */
 	uint32_t returns;    /* its waits that returned to the application (epoll_withdraw) */
 	int peeked;          /* looked at through its descriptor (poll, select, a set holding it) */
+	int64_t spin[3];     /* how long its waits poll before they sleep (eng.spin's state) */
 };
 
 extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */

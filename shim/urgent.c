@@ -311,6 +311,7 @@ URG_WRAP(int64_t, send_cancel, (int fd, const struct iovec *iov, int cnt), (fd, 
 URG_WRAP(int, set_buffers, (int fd, int snd, int rcv), (fd, snd, rcv))
 URG_WRAP(int, short_peer, (const uint8_t *addr, int port), (addr, port))
 URG_WRAP(int, withdraw, (const int *fds, int n, uint8_t *done), (fds, n, done))
+URG_WRAP(int, spin, (const int *fds, int n, int epfd, int64_t *state, uint8_t *done), (fds, n, epfd, state, done))
 
 /* urg_wrap routes the application's engine calls through the wrappers. */
 void urg_wrap(void)
@@ -333,6 +334,7 @@ void urg_wrap(void)
 		.set_buffers = urg_set_buffers,
 		.short_peer = urg_short_peer,
 		.withdraw = urg_withdraw,
+		.spin = urg_spin,
 	};
 	eng_layer(&eng_real, &urg);
 }

@@ -218,14 +218,14 @@ func (s *Stream) ring() {
 
 // Watch is for a reader that polls before it sleeps: it withdraws this
 // side's sleep announcement, so that the peer does not ring while the
-// reader polls, and returns a check that the peer has published beyond
-// what this side has seen. The check reads only the shared position, so
-// it may run while another goroutine owns the stream; the reader reads
-// (Read) before it sleeps, which announces sleep again.
-func (s *Stream) Watch() func() bool {
+// reader polls, and returns the peer's shared position and what this side
+// has seen of it: the peer has published more once an atomic load of head
+// differs from seen. That load may run while another goroutine owns the
+// stream; the reader reads (Read) before it sleeps, which announces sleep
+// again.
+func (s *Stream) Watch() (head *uint64, seen uint64) {
 	s.Withdraw()
-	seen, head := s.rx.head, s.rx.r.head
-	return func() bool { return atomic.LoadUint64(head) != seen }
+	return s.rx.r.head, s.rx.head
 }
 
 // Withdraw takes back this side's sleep announcement without polling: the

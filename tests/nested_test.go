@@ -229,3 +229,54 @@ func runSelfContained(t *testing.T, name, okLine string, checks ...func(t *testi
 		})
 	}
 }
+
+// TestEpollSetPolls: an epoll set's wait over shared memory polls before it
+// sleeps (shim/epoll.c, epoll_spin): 2,000 pings from the waiting thread,
+// each answered by another thread on the connection or through a pipe in the
+// same set, level-triggered and edge-triggered; every wait reports exactly
+// what the answer moved, and a wait with nothing coming lasts its timeout.
+// By default the set polls (shm_set_polls; how many of the polls find the
+// answer depends on the machine's load, logged); with SDP_POLL_US=0 it never
+// does, and the program behaves the same.
+func TestEpollSetPolls(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	bin := compileOne(ctx, t, dir, "epollspin")
+	counter := func(t *testing.T, stats, name string) int {
+		m := regexp.MustCompile(name + `=(\d+) `).FindStringSubmatch(stats)
+		require.NotNil(t, m, "%s in the statistics line:\n%s", name, stats)
+		v, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{{"polls", nil}, {"no-polls", []string{"SDP_POLL_US=0"}}, {"plain", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx, bin)
+			if tc.name == "plain" {
+				cmd.Env = cleanEnv()
+			} else {
+				cmd.Env = append(sdpEnv(shim, filepath.Join(dir, tc.name+".%p.log")), tc.env...)
+			}
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Contains(t, string(out), "spin ok")
+			if tc.name == "plain" {
+				return
+			}
+			stats := logText(t, dir, tc.name)
+			require.Regexp(t, regexp.MustCompile(`shm_conns=[1-9][0-9]* `), stats, "the connection ran over shared memory")
+			polls, hits := counter(t, stats, "shm_set_polls"), counter(t, stats, "shm_set_poll_hits")
+			t.Logf("%s: %d set polls, %d found the answer; %d doorbells rung", tc.name, polls, hits,
+				counter(t, stats, "shm_bells_rung"))
+			if tc.env == nil {
+				require.Positive(t, polls, "the set's waits polled")
+				require.LessOrEqual(t, hits, polls)
+			} else {
+				require.Zero(t, polls, "SDP_POLL_US=0: no polls")
+			}
+		})
+	}
+}

@@ -46,6 +46,8 @@ var LineFields = []Field{
 	{Name: "shm_bells_heard", Meaning: "doorbell octets read (shared memory)"},
 	{Name: "shm_polls", Meaning: "blocking calls that polled shared memory before sleeping (SDP_POLL_US)"},
 	{Name: "shm_poll_hits", Meaning: "of shm_polls, those that found the peer's bytes without sleeping"},
+	{Name: "shm_set_polls", Meaning: "epoll waits that polled shared memory before sleeping (SDP_POLL_US)"},
+	{Name: "shm_set_poll_hits", Meaning: "of shm_set_polls, those that found a peer's bytes without sleeping"},
 	{Name: "engine_polls", Meaning: "readiness questions the interposer asked the engine (poll, select, epoll)"},
 	{Name: "flow_control", Meaning: "the configured flow control mode", Setting: true},
 	{Name: "buffering", Meaning: "the configured buffering", Setting: true},
