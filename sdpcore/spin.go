@@ -92,9 +92,13 @@ func spinAfterHit(cur, d, waited time.Duration) time.Duration {
 
 // Arrival is what a poll checks for a peer's next bytes over shared
 // memory: the peer's published position and what this side had seen of it.
+// It holds its connection, which holds the region that head points into:
+// a region is unmapped once its stream is unreachable, and another thread
+// may close the connection while a poll still reads head.
 type Arrival struct {
 	head *uint64
 	seen uint64
+	conn *Conn
 }
 
 // Came reports whether the peer has published since. It reads only the
@@ -112,7 +116,7 @@ func (c *Conn) WatchArrivals() (Arrival, bool) {
 	if !c.mu.TryLock() {
 		return Arrival{}, false
 	}
-	var a Arrival
+	a := Arrival{conn: c}
 	if sh, ok := c.tr.(sameHoster); ok && c.phase() == stEstablished && c.rqBytes == 0 &&
 		c.sleepers == 0 && len(c.sleepFds) == 0 {
 		a.head, a.seen = sh.Watch()

@@ -95,6 +95,25 @@ int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ms_until is what is left until deadline (now_us() time) in whole
+ * milliseconds, rounded up as the kernel rounds a wait's timeout: a wait of
+ * that many milliseconds ends at the deadline or after it, never before. */
+int ms_until(int64_t deadline)
+{
+	int64_t left = deadline - now_us();
+	if (left <= 0)
+		return 0;
+	left = (left + 999) / 1000;
+	return left > INT_MAX ? INT_MAX : (int)left;
+}
+
 /* send_early sends over the fresh TCP connection the bytes the application
  * wrote while the SDP attempt was in progress, before anything else can be
  * written. It waits for the connection (bounded) when there are any. */

@@ -151,11 +151,9 @@ static int poll_wait_ms(int ready, int tmo, int64_t deadline)
 	if (ready)
 		return 0;
 	if (deadline >= 0) {
-		int64_t left = deadline - now_ms();
-		if (left < 0)
-			left = 0;
+		int left = ms_until(deadline);
 		if (tmo < 0 || left < tmo)
-			return (int)left;
+			return left;
 	}
 	return tmo;
 }
@@ -183,7 +181,7 @@ static int poll_rounds(struct pollfd *fds, nfds_t n, int64_t deadline, struct po
 		for (nfds_t i = 0; i < n; i++)
 			if (fds[i].revents)
 				ready++;
-		if (ready || (deadline >= 0 && now_ms() >= deadline))
+		if (ready || (deadline >= 0 && now_us() >= deadline))
 			return ready;
 	}
 }
@@ -206,7 +204,7 @@ int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			return -1;
 		}
 	}
-	int result = poll_rounds(fds, n, timeout >= 0 ? now_ms() + timeout : -1, &pr);
+	int result = poll_rounds(fds, n, timeout >= 0 ? now_us() + (int64_t)timeout * 1000 : -1, &pr);
 	int saved = errno;
 	for (nfds_t i = 0; i < n; i++) {
 		if (pr.slept[i]) {
