@@ -171,6 +171,11 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * messages into its own buffer (over iWARP with markers); if nothing came
  * for it, the receive says EAGAIN and the caller waits again. */
 #define SDP_POLL_RECV 0x8000000
+/* SDP_POLL_SPIN (with SDP_POLL_SLEEP, not SDP_POLL_WOKE): the caller, a
+ * poll or select of one connection that would wait, may poll the
+ * connection's shared-memory ring first, as a blocking call does
+ * (SDP_POLL_US), so that a quick answer needs no doorbell. */
+#define SDP_POLL_SPIN 0x10000000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */

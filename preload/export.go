@@ -181,8 +181,8 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
 	quiet, alone, level := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0, want&C.SDP_POLL_LEVEL != 0
-	recv := want&C.SDP_POLL_RECV != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL | C.SDP_POLL_RECV
+	recv, spin := want&C.SDP_POLL_RECV != 0, want&C.SDP_POLL_SPIN != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL | C.SDP_POLL_RECV | C.SDP_POLL_SPIN
 	// POLLRDNORM and POLLWRNORM are POLLIN's and POLLOUT's other names on
 	// a TCP socket: the kernel reports them together.
 	if norm := want & (C.POLLRDNORM | C.POLLWRNORM); norm != 0 {
@@ -223,9 +223,10 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	)
 	switch {
 	case sleep:
-		if block && !woke {
-			// A blocking call's first look: over shared memory, the
-			// peer's answer may come sooner than a sleep and a wake-up.
+		if (block || spin) && !woke {
+			// A blocking call's first look (or a poll's that may):
+			// over shared memory, the peer's answer may come sooner
+			// than a sleep and a wake-up.
 			c.Spin(coreCfg.PollSpin)
 		}
 		if block && recv {

@@ -27,9 +27,6 @@
 #define EP_RECENT 16
 #define EP_WITHDRAW_MAX 64
 
-/* ep_waiters: the process's threads inside an emulated epoll wait. */
-static _Atomic int ep_waiters;
-
 int epset_count(struct epset *ep)
 {
 	return ep->n;
@@ -592,7 +589,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
  * answer costs neither side a system call. The connections it watched are
  * looked at again before the set sleeps (ask), which announces sleep anew.
  * The same conditions as epoll_withdraw's, and only while this thread is
- * the process's one in an epoll wait: event loops on several threads
+ * the process's one in a poll, select or epoll wait (waiters): event loops on several threads
  * (memcached's workers, haproxy's) outnumber the CPUs with their peers',
  * and a thread that polls takes the CPU another needs to answer (memcached
  * under memcaslap, 2 CPUs: 12% fewer operations a second with polls in its
@@ -600,7 +597,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
  * the set must then look before it sleeps, whatever came. */
 static int epoll_spin(int epfd, struct epset *ep)
 {
-	if (!eng.spin || engine_pid != my_pid() || atomic_load(&ep_waiters) != 1)
+	if (!eng.spin || engine_pid != my_pid() || atomic_load(&waiters) != 1)
 		return 0;
 	pthread_mutex_lock(&ep->mu);
 	if (atomic_load(&ep->waiting) != 1 || ep->peeked) {
@@ -657,7 +654,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 	}
 	int result, spun = 0;
 	atomic_fetch_add(&ep->waiting, 1);
-	atomic_fetch_add(&ep_waiters, 1);
+	atomic_fetch_add(&waiters, 1);
 	for (;;) {
 		int tmo = -1;
 		int n = epoll_scan(epfd, ep, events, max, &tmo);
@@ -700,7 +697,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 	}
 	if (result > 0)
 		epoll_withdraw(ep, 1);
-	atomic_fetch_sub(&ep_waiters, 1);
+	atomic_fetch_sub(&waiters, 1);
 	atomic_fetch_sub(&ep->waiting, 1);
 	if (kev != kstack)
 		free(kev);

@@ -29,7 +29,14 @@ struct poll_round {
 	int *map;
 	unsigned char *slept; /* the engine counts fds[i]'s connection as slept on */
 	int nk, tmo;
+	int spin; /* the first round of a wait on one connection: its look may poll first */
 };
+
+/* waiters: the process's threads inside an emulated poll, select or epoll
+ * wait. Only one that is the process's one may poll shared memory before it
+ * sleeps: event loops on several threads outnumber the CPUs with their
+ * peers', and a thread that polls takes the CPU another needs to answer. */
+_Atomic int waiters;
 
 static void poll_ask(struct poll_round *pr, int fd, short events, nfds_t i)
 {
@@ -49,6 +56,8 @@ static int poll_sdp(struct pollfd *p, struct fdent *e, nfds_t i, struct poll_rou
 	int kw = 0, et = -1, efd = own;
 	uint32_t edges;
 	int f = p->events | SDP_POLL_SLEEP | (pr->slept[i] ? SDP_POLL_WOKE : 0) | own_flag(own);
+	if (pr->spin && !pr->slept[i] && (p->events & (POLLIN | POLLRDNORM)) && atomic_load(&waiters) == 1)
+		f |= SDP_POLL_SPIN;
 	int r = e->lowat > 1 && (p->events & (POLLIN | POLLRDNORM)) ? lowat_poll(p->fd, e->lowat, f, &kw, &et, &efd, &edges)
 						    : eng.poll(p->fd, f, &kw, &et, &efd, &edges);
 	pr->slept[i] = 0;
@@ -168,6 +177,7 @@ static int poll_rounds(struct pollfd *fds, nfds_t n, int64_t deadline, struct po
 		pr->tmo = -1;
 		for (nfds_t i = 0; i < n; i++)
 			ready += poll_prepare(&fds[i], i, pr);
+		pr->spin = 0;
 		int wait = poll_wait_ms(ready, pr->tmo, deadline);
 		/* Nothing for the kernel to look at and no time to wait (every
 		 * descriptor was the engine's and one is ready): no system call. */
@@ -204,7 +214,17 @@ int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 			return -1;
 		}
 	}
+	/* A wait on one connection (and kernel descriptors) may poll it first. */
+	int conns = 0;
+	for (nfds_t i = 0; i < n && conns < 2; i++) {
+		struct fdent *e = fds[i].fd >= 0 ? ours(fds[i].fd) : NULL;
+		int k = e ? atomic_load(&e->kind) : K_NONE;
+		conns += k == K_SDP || k == K_ACTIVE || k == K_PASSIVE;
+	}
+	pr.spin = timeout != 0 && conns == 1;
+	atomic_fetch_add(&waiters, 1);
 	int result = poll_rounds(fds, n, timeout >= 0 ? now_us() + (int64_t)timeout * 1000 : -1, &pr);
+	atomic_fetch_sub(&waiters, 1);
 	int saved = errno;
 	for (nfds_t i = 0; i < n; i++) {
 		if (pr.slept[i]) {

@@ -345,6 +345,7 @@ int is_carried(int level, int name);
 void carry_opts(int from, int to);
 void lowat_to_kernel(int fd, struct fdent *e);
 int64_t now_ms(void);
+extern _Atomic int waiters; /* defined in shim/poll.c */
 int64_t now_us(void);
 int ms_until(int64_t deadline_us);
 void reconnected(struct fdent *e, int r);

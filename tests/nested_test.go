@@ -239,9 +239,27 @@ func runSelfContained(t *testing.T, name, okLine string, checks ...func(t *testi
 // answer depends on the machine's load, logged); with SDP_POLL_US=0 it never
 // does, and the program behaves the same.
 func TestEpollSetPolls(t *testing.T) {
+	testWaitPolls(t, "epollspin", "shm_set_polls", "shm_set_poll_hits")
+}
+
+// TestPollSelectPolls: a poll or select wait on one connection over shared
+// memory polls its ring before it sleeps (shim/poll.c, SDP_POLL_SPIN): a
+// process pings another 2,000 times and waits for each answer, which comes
+// on the connection or through a pipe, in poll() and select() in turn, as
+// TestEpollSetPolls does for epoll. Its statistics count those polls with a
+// blocking receive's (shm_polls); it makes no blocking receive.
+func TestPollSelectPolls(t *testing.T) {
+	testWaitPolls(t, "pollspin", "shm_polls", "shm_poll_hits")
+}
+
+// testWaitPolls runs tests/c/<name>.c preloaded (by default and with
+// SDP_POLL_US=0) and plain; preloaded, the waiting process's statistics
+// (the one that prints "poller PID", or the only one) must count polls in
+// polls (of which hits found the answer) by default, and none without.
+func testWaitPolls(t *testing.T, name, polls, hits string) {
 	shim, ctx := setup(t)
 	dir := t.TempDir()
-	bin := compileOne(ctx, t, dir, "epollspin")
+	bin := compileOne(ctx, t, dir, name)
 	counter := func(t *testing.T, stats, name string) int {
 		m := regexp.MustCompile(name + `=(\d+) `).FindStringSubmatch(stats)
 		require.NotNil(t, m, "%s in the statistics line:\n%s", name, stats)
@@ -267,15 +285,18 @@ func TestEpollSetPolls(t *testing.T) {
 				return
 			}
 			stats := logText(t, dir, tc.name)
+			if m := regexp.MustCompile(`poller (\d+)`).FindStringSubmatch(string(out)); m != nil {
+				stats = globText(t, filepath.Join(dir, tc.name+"."+m[1]+".log"))
+			}
 			require.Regexp(t, regexp.MustCompile(`shm_conns=[1-9][0-9]* `), stats, "the connection ran over shared memory")
-			polls, hits := counter(t, stats, "shm_set_polls"), counter(t, stats, "shm_set_poll_hits")
-			t.Logf("%s: %d set polls, %d found the answer; %d doorbells rung", tc.name, polls, hits,
+			p, h := counter(t, stats, polls), counter(t, stats, hits)
+			t.Logf("%s: %d polls, %d found the answer; %d doorbells rung", tc.name, p, h,
 				counter(t, stats, "shm_bells_rung"))
 			if tc.env == nil {
-				require.Positive(t, polls, "the set's waits polled")
-				require.LessOrEqual(t, hits, polls)
+				require.Positive(t, p, "the waits polled")
+				require.LessOrEqual(t, h, p)
 			} else {
-				require.Zero(t, polls, "SDP_POLL_US=0: no polls")
+				require.Zero(t, p, "SDP_POLL_US=0: no polls")
 			}
 		})
 	}
