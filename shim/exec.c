@@ -309,6 +309,7 @@ static void child_after_fork(void)
 {
 	cached_pid = getpid();
 	wakefd_after_fork();
+	atomic_store(&waiters, 0); /* the parent's other threads, waiting, are not here */
 	atomic_store(&n_tcp_conns, 0);
 	atomic_store(&n_sockets, 0);
 	for (int i = 0; i < SDP_REASON_MAX; i++)
