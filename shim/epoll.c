@@ -531,6 +531,32 @@ static void epoll_mark(int epfd, struct epset *ep, uint64_t tag)
 	pthread_mutex_unlock(&ep->mu);
 }
 
+/* busy_members collects into fds (their places in the set in idx, at most
+ * EP_WITHDRAW_MAX) the registrations epoll_withdraw and epoll_spin act on:
+ * found active within the set's last EP_RECENT returns (now), not ready,
+ * disabled or deleted, SDP connections of this process's engine registered
+ * in this set alone; for a poll (spin), only those waiting for input; for a
+ * withdrawal, none the kernel saw move since the last look. Called with
+ * ep->mu held. */
+static int busy_members(struct epset *ep, uint32_t now, int spin, int *fds, int *idx)
+{
+	int m = 0;
+	for (int i = 0; i < ep->n && m < EP_WITHDRAW_MAX; i++) {
+		struct epreg *r = &ep->regs[i];
+		if (now - r->active > EP_RECENT || r->ready || r->disabled || r->parked)
+			continue;
+		if (spin ? !(r->events & EPOLLIN) : r->kfired)
+			continue;
+		struct fdent *e = ours(r->fd);
+		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
+		    e->engine_pid != my_pid() || !registered_alone(e))
+			continue;
+		fds[m] = r->fd;
+		idx[m++] = i;
+	}
+	return m;
+}
+
 /* epoll_withdraw: the set's wait returns to the application, which looks
  * again before it sleeps. Its looks at the busy connections that found
  * nothing told their peers over shared memory that this side sleeps; each
@@ -561,18 +587,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
 	uint32_t now = ep->returns += (uint32_t)returning;
 	int fds[EP_WITHDRAW_MAX], idx[EP_WITHDRAW_MAX];
 	uint8_t done[EP_WITHDRAW_MAX];
-	int m = 0;
-	for (int i = 0; i < ep->n && m < EP_WITHDRAW_MAX; i++) {
-		struct epreg *r = &ep->regs[i];
-		if (now - r->active > EP_RECENT || r->ready || r->kfired || r->disabled || r->parked)
-			continue;
-		struct fdent *e = ours(r->fd);
-		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
-		    e->engine_pid != my_pid() || !registered_alone(e))
-			continue;
-		fds[m] = r->fd;
-		idx[m++] = i;
-	}
+	int m = busy_members(ep, now, 0, fds, idx);
 	if (m && eng.withdraw(fds, m, done) > 0)
 		for (int j = 0; j < m; j++)
 			if (done[j])
@@ -604,21 +619,9 @@ static int epoll_spin(int epfd, struct epset *ep)
 		pthread_mutex_unlock(&ep->mu);
 		return 0;
 	}
-	uint32_t now = ep->returns;
 	int fds[EP_WITHDRAW_MAX], idx[EP_WITHDRAW_MAX];
 	uint8_t done[EP_WITHDRAW_MAX];
-	int m = 0;
-	for (int i = 0; i < ep->n && m < EP_WITHDRAW_MAX; i++) {
-		struct epreg *r = &ep->regs[i];
-		if (now - r->active > EP_RECENT || r->ready || r->disabled || r->parked || !(r->events & EPOLLIN))
-			continue;
-		struct fdent *e = ours(r->fd);
-		if (!e || atomic_load(&e->gen) != r->gen || atomic_load(&e->kind) != K_SDP ||
-		    e->engine_pid != my_pid() || !registered_alone(e))
-			continue;
-		fds[m] = r->fd;
-		idx[m++] = i;
-	}
+	int m = busy_members(ep, ep->returns, 1, fds, idx);
 	pthread_mutex_unlock(&ep->mu);
 	if (!m)
 		return 0;
