@@ -99,10 +99,12 @@ typedef int (*sdp_withdraw_fn)(const int *fds, int n, uint8_t *done);
  * connections fds on which no thread sleeps takes its sleep announcement
  * back (done[i] = 1: the set must look at it again before it sleeps), and
  * the caller polls their rings for the peers' next bytes, for at most
- * SDP_POLL_US as state (the set's own, zero at first, two words the engine
- * keeps) adapts it, asking the kernel about epfd now and then. Returns 1
- * when a peer published, 0 when the poll ended without (or epfd became
- * readable). Optional. */
+ * SDP_POLL_US as state adapts it (the set's own SDP_SPIN_STATE_WORDS words,
+ * zero at first, which only the engine reads and writes: sdpcore.SpinState),
+ * asking the kernel about epfd now and then. Returns 1 when a peer
+ * published, 0 when the poll ended without (or epfd became readable); the
+ * set looks at the connections marked in done either way. Optional. */
+#define SDP_SPIN_STATE_WORDS 3
 typedef int (*sdp_spin_fn)(const int *fds, int n, int epfd, int64_t *state, uint8_t *done);
 typedef int (*sdp_attach_fn)(int fd, int role, const uint8_t *request, int request_len);
 typedef int64_t (*sdp_sendv_fn)(int fd, const struct iovec *iov, int iovcnt);

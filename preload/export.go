@@ -313,6 +313,14 @@ func sdp_withdraw(fds *C.int, n C.int, done *C.uint8_t) (rc C.int) {
 	return rc
 }
 
+// The set's state, SDP_SPIN_STATE_WORDS words of the shim's, is a
+// sdpcore.SpinState: the two must be the same size (either constant array
+// length goes negative and the build fails).
+var (
+	_ [unsafe.Sizeof(sdpcore.SpinState{}) - C.SDP_SPIN_STATE_WORDS*8]byte
+	_ [C.SDP_SPIN_STATE_WORDS*8 - unsafe.Sizeof(sdpcore.SpinState{})]byte
+)
+
 //export sdp_spin
 func sdp_spin(fds *C.int, n C.int, epfd C.int, state *C.int64_t, done *C.uint8_t) (rc C.int) {
 	defer guard(-1, &rc)
@@ -320,8 +328,7 @@ func sdp_spin(fds *C.int, n C.int, epfd C.int, state *C.int64_t, done *C.uint8_t
 		return 0
 	}
 	st := (*sdpcore.SpinState)(unsafe.Pointer(state))
-	if st.Skip > 0 {
-		st.Skip--
+	if st.Skipping() {
 		return 0
 	}
 	fs, ds := unsafe.Slice(fds, int(n)), unsafe.Slice(done, int(n))

@@ -148,6 +148,16 @@ func (s *SpinState) Preempted() {
 	s.For = 0
 }
 
+// Skipping reports whether this wait is one of those Preempted said not to
+// poll (and counts it).
+func (s *SpinState) Skipping() bool {
+	if s.Skip <= 0 {
+		return false
+	}
+	s.Skip--
+	return true
+}
+
 // SpinSet polls the checks of WatchArrivals, within d as state adapts it,
 // and kernel (if not nil) about every spinKernelEvery, which reports
 // whether something else the caller waits for is ready. It reports

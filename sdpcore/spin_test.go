@@ -176,3 +176,17 @@ func watchAll(t *testing.T, cs ...*Conn) []Arrival {
 	}
 	return as
 }
+
+// TestSpinStatePreempted: after a poll that lost the thread's CPU, the
+// set's next spinSkip waits sleep without polling, and the one after polls
+// again, from the whole bound.
+func TestSpinStatePreempted(t *testing.T) {
+	st := SpinState{For: int64(spinFloor)}
+	require.False(t, st.Skipping(), "a set that was not preempted polls")
+	st.Preempted()
+	for i := 0; i < spinSkip; i++ {
+		require.True(t, st.Skipping(), "wait %d after the preemption", i)
+	}
+	require.False(t, st.Skipping())
+	require.Zero(t, st.For, "the next poll takes the whole bound")
+}

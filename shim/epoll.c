@@ -647,9 +647,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 		errno = EINVAL;
 		return -1;
 	}
-	/* In microseconds: a deadline kept in whole milliseconds would end
-	 * the wait up to one early once a look or a poll crosses one. */
-	int64_t deadline = timeout >= 0 ? now_us() + (int64_t)timeout * 1000 : -1;
+	int64_t deadline = deadline_ms(timeout);
 	struct epoll_event kstack[64], *kev = kstack;
 	if (max > 64 && !(kev = malloc(sizeof *kev * max))) {
 		errno = ENOMEM;
@@ -668,7 +666,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 		}
 		int wait = n ? 0 : tmo;
 		if (!n && deadline >= 0) {
-			int left = ms_until(deadline);
+			int left = ms_left(deadline);
 			if (wait < 0 || left < wait)
 				wait = left;
 		}
@@ -693,7 +691,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 			result = n;
 			break;
 		}
-		if (!marked && deadline >= 0 && now_us() >= deadline) {
+		if (!marked && deadline >= 0 && now_ns() >= deadline) {
 			result = 0;
 			break;
 		}
@@ -717,7 +715,7 @@ static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events
 static int epoll_plain(int epfd, struct epoll_event *events, int max, int timeout, const sigset_t *mask,
 		       int masked)
 {
-	int64_t deadline = timeout > 0 ? now_us() + (int64_t)timeout * 1000 : -1;
+	int64_t deadline = timeout > 0 ? deadline_ms(timeout) : -1;
 	for (;;) {
 		int n = masked ? real.epoll_pwait(epfd, events, max, timeout, mask)
 			       : real.epoll_wait(epfd, events, max, timeout);
@@ -729,7 +727,7 @@ static int epoll_plain(int epfd, struct epoll_event *events, int max, int timeou
 				events[k++] = events[j];
 		if (k || timeout == 0)
 			return k;
-		if (deadline >= 0 && (timeout = ms_until(deadline)) <= 0)
+		if (deadline >= 0 && (timeout = ms_left(deadline)) <= 0)
 			return 0;
 	}
 }

@@ -95,23 +95,32 @@ int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t now_us(void)
+int64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* ms_until is what is left until deadline (now_us() time) in whole
- * milliseconds, rounded up as the kernel rounds a wait's timeout: a wait of
- * that many milliseconds ends at the deadline or after it, never before. */
-int ms_until(int64_t deadline)
+/* deadline_ms is when a wait of timeout milliseconds ends (now_ns() time),
+ * or -1 for a negative timeout (no end). Kept finer than a millisecond: a
+ * deadline in whole milliseconds ends a wait up to one early once the work
+ * before its sleep (a look, a poll) crosses one. */
+int64_t deadline_ms(int timeout)
 {
-	int64_t left = deadline - now_us();
+	return timeout < 0 ? -1 : now_ns() + (int64_t)timeout * 1000000;
+}
+
+/* ms_left is what remains until deadline (now_ns() time) in whole
+ * milliseconds, rounded up as the kernel rounds a wait's timeout: a wait of
+ * that many milliseconds ends at the deadline or after it, never before; 0
+ * once it has passed. */
+int ms_left(int64_t deadline)
+{
+	int64_t left = deadline - now_ns();
 	if (left <= 0)
 		return 0;
-	left = (left + 999) / 1000;
-	return left > INT_MAX ? INT_MAX : (int)left;
+	return left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
 }
 
 /* send_early sends over the fresh TCP connection the bytes the application

@@ -160,7 +160,7 @@ static int poll_wait_ms(int ready, int tmo, int64_t deadline)
 	if (ready)
 		return 0;
 	if (deadline >= 0) {
-		int left = ms_until(deadline);
+		int left = ms_left(deadline);
 		if (tmo < 0 || left < tmo)
 			return left;
 	}
@@ -191,7 +191,7 @@ static int poll_rounds(struct pollfd *fds, nfds_t n, int64_t deadline, struct po
 		for (nfds_t i = 0; i < n; i++)
 			if (fds[i].revents)
 				ready++;
-		if (ready || (deadline >= 0 && now_us() >= deadline))
+		if (ready || (deadline >= 0 && now_ns() >= deadline))
 			return ready;
 	}
 }
@@ -223,7 +223,7 @@ int poll_emulated(struct pollfd *fds, nfds_t n, int timeout)
 	}
 	pr.spin = timeout != 0 && conns == 1;
 	atomic_fetch_add(&waiters, 1);
-	int result = poll_rounds(fds, n, timeout >= 0 ? now_us() + (int64_t)timeout * 1000 : -1, &pr);
+	int result = poll_rounds(fds, n, deadline_ms(timeout), &pr);
 	atomic_fetch_sub(&waiters, 1);
 	int saved = errno;
 	for (nfds_t i = 0; i < n; i++) {

@@ -267,7 +267,7 @@ struct epset {
 	_Atomic int waiting; /* threads inside epoll_wait on it (epoll_emulated) */
 	uint32_t returns;    /* its waits that returned to the application (epoll_withdraw) */
 	int peeked;          /* looked at through its descriptor (poll, select, a set holding it) */
-	int64_t spin[3];     /* how long its waits poll before they sleep (eng.spin's state) */
+	int64_t spin[SDP_SPIN_STATE_WORDS]; /* how long its waits poll before they sleep (eng.spin's state) */
 };
 
 extern pthread_mutex_t attach_mu; /* defined in shim/attach.c */
@@ -346,8 +346,9 @@ void carry_opts(int from, int to);
 void lowat_to_kernel(int fd, struct fdent *e);
 int64_t now_ms(void);
 extern _Atomic int waiters; /* defined in shim/poll.c */
-int64_t now_us(void);
-int ms_until(int64_t deadline_us);
+int64_t now_ns(void);
+int64_t deadline_ms(int timeout);
+int ms_left(int64_t deadline_ns);
 void reconnected(struct fdent *e, int r);
 int fallback(int fd, struct fdent *e, int reason);
 int reason_of(int rc);

@@ -179,21 +179,7 @@ static int64_t call_deadline(int fd, int want)
 	int64_t tmo = sock_timeout(fd, want);
 	if (tmo <= 0)
 		return -1;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + tmo;
-}
-
-/* ms_left is what remains until deadline (call_deadline), rounded up; 0 once
- * it has passed. */
-static int ms_left(int64_t deadline)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	int64_t left = deadline - ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
-	if (left <= 0)
-		return 0;
-	return left / 1000000 >= INT_MAX ? INT_MAX : (int)((left + 999999) / 1000000);
+	return now_ns() + tmo;
 }
 
 /* lowat_met says whether need bytes are there to read on fd, or as many as

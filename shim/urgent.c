@@ -27,13 +27,6 @@ static _Atomic int urg_inside;          /* application threads inside the engine
 static _Atomic int urg_gate;            /* a signal is on its way: stay out */
 static _Atomic int urg_sending;         /* engine threads that took a mark and have not sent its signal */
 
-static int64_t urg_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void urg_note(int fd)
 {
 	for (int i = 0; i < URG_SLOTS; i++) {
@@ -138,7 +131,7 @@ static int urg_signal(int i, int fd1, int self)
 	int sending = !self;
 	atomic_fetch_add(&urg_sending, sending);
 	atomic_fetch_add(&urg_gate, 1);
-	atomic_store(&urg_gate_at, urg_now_ns());
+	atomic_store(&urg_gate_at, now_ns());
 	int inside = atomic_load(&urg_inside) > 0;
 	if (inside || !urg_claim(i, fd1)) {
 		atomic_fetch_sub(&urg_sending, sending);
@@ -159,7 +152,7 @@ static int urg_signal(int i, int fd1, int self)
 	/* Sent: a thread that may take it does so at its next return
 	 * from the kernel, which its wait at the gate makes. */
 	atomic_fetch_sub(&urg_sending, sending);
-	for (int64_t end = urg_now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && urg_now_ns() < end;)
+	for (int64_t end = now_ns() + URG_WAIT_NS; wait && urg_pending(pt) && now_ns() < end;)
 		sched_yield();
 	urg_gating = was;
 	atomic_fetch_sub(&urg_gate, 1);
@@ -198,7 +191,7 @@ static int urg_gated(int64_t end)
 {
 	if (!atomic_load(&urg_gate))
 		return 0;
-	int64_t now = urg_now_ns();
+	int64_t now = now_ns();
 	if (atomic_load(&urg_sending) > 0) {
 		if (now < end + URG_SEND_NS)
 			return 1;
@@ -220,7 +213,7 @@ static void urg_wait_gate(int64_t end)
 		/* A holder whose thread ran the handler, which left by
 		 * siglongjmp, never lets go: it is taken for gone. Such a
 		 * holder is an application thread, never one sending. */
-		if (!atomic_load(&urg_sending) && urg_now_ns() - atomic_load(&urg_gate_at) > 4 * URG_WAIT_NS) {
+		if (!atomic_load(&urg_sending) && now_ns() - atomic_load(&urg_gate_at) > 4 * URG_WAIT_NS) {
 			atomic_store(&urg_gate, 0);
 			break;
 		}
@@ -237,7 +230,7 @@ static inline void urg_enter(void)
 	}
 	if (urg_gating)
 		return;
-	int64_t end = urg_now_ns() + 2 * URG_WAIT_NS;
+	int64_t end = now_ns() + 2 * URG_WAIT_NS;
 	do {
 		atomic_fetch_sub(&urg_inside, 1);
 		urg_wait_gate(end);
@@ -253,7 +246,7 @@ static void urg_deliver(void)
 	if (atomic_load(&urg_noted) > 0)
 		urg_flush(1);
 	if (atomic_load(&urg_gate) && !urg_gating)
-		urg_wait_gate(urg_now_ns() + 2 * URG_WAIT_NS);
+		urg_wait_gate(now_ns() + 2 * URG_WAIT_NS);
 }
 
 /* urg_leave ends an engine call: the marks that came in meanwhile are
