@@ -343,6 +343,9 @@ func sdp_spin(fds *C.int, n C.int, epfd C.int, state *C.int64_t, done *C.uint8_t
 		}
 	}
 	if len(arrived) == 0 {
+		// None over shared memory (iWARP, or each with a sleeper or
+		// data waiting): the set's next waits do not ask again at once.
+		st.NothingToWatch()
 		return 0
 	}
 	kernel := func() bool {

@@ -148,6 +148,12 @@ func (s *SpinState) Preempted() {
 	s.For = 0
 }
 
+// NothingToWatch notes that none of the set's connections could be
+// polled (not over shared memory, or each with a sleeper or data waiting):
+// the next spinSkip waits do not look for one, which costs a call into the
+// engine each.
+func (s *SpinState) NothingToWatch() { s.Skip = spinSkip }
+
 // Skipping reports whether this wait is one of those Preempted said not to
 // poll (and counts it).
 func (s *SpinState) Skipping() bool {

@@ -189,4 +189,13 @@ func TestSpinStatePreempted(t *testing.T) {
 	}
 	require.False(t, st.Skipping())
 	require.Zero(t, st.For, "the next poll takes the whole bound")
+
+	// A set with nothing to watch does not look again for as many waits.
+	st = SpinState{For: int64(spinFloor)}
+	st.NothingToWatch()
+	for i := 0; i < spinSkip; i++ {
+		require.True(t, st.Skipping(), "wait %d after nothing to watch", i)
+	}
+	require.False(t, st.Skipping())
+	require.Equal(t, int64(spinFloor), st.For, "the polls' time is kept")
 }

@@ -608,7 +608,7 @@ static void epoll_withdraw(struct epset *ep, int returning)
  * (memcached's workers, haproxy's) outnumber the CPUs with their peers',
  * and a thread that polls takes the CPU another needs to answer (memcached
  * under memcaslap, 2 CPUs: 12% fewer operations a second with polls in its
- * four loops). Returns whether it watched any:
+ * four loops). Returns whether the engine watched any (none over iWARP):
  * the set must then look before it sleeps, whatever came. */
 static int epoll_spin(int epfd, struct epset *ep)
 {
@@ -628,16 +628,18 @@ static int epoll_spin(int epfd, struct epset *ep)
 	memset(done, 0, sizeof done);
 	urg_hold++; /* SIGURG after the poll */
 	eng.spin(fds, m, epfd, ep->spin, done);
+	int watched = 0;
 	pthread_mutex_lock(&ep->mu);
 	for (int j = 0; j < m; j++) {
 		/* The set may have changed meanwhile (another thread's CTL). */
 		struct epreg *r = idx[j] < ep->n ? &ep->regs[idx[j]] : NULL;
 		if (done[j] && r && r->fd == fds[j])
 			r->ask = 1;
+		watched |= done[j];
 	}
 	pthread_mutex_unlock(&ep->mu);
 	urg_unhold();
-	return 1;
+	return watched;
 }
 
 static int epoll_emulated(int epfd, struct epset *ep, struct epoll_event *events, int max, int timeout,
