@@ -318,3 +318,103 @@ func BenchmarkPushFlush(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSmallExchange measures what a small message costs the CPU, the
+// engine's part of a ping-pong's latency: one goroutine sends size bytes
+// from one end, receives them at the other, sends them back and receives
+// them there (loopback TCP delivers within the send, so no call waits),
+// beside plain TCP making the same calls. ns/op is one exchange: two sends
+// and two receives, the kernel's work included.
+//
+//	go test -run '^$' -bench BenchmarkSmallExchange -cpuprofile cpu.out ./sdpcore
+func BenchmarkSmallExchange(b *testing.B) {
+	for _, size := range []int{1, 64, 1024} {
+		b.Run("sdp/"+sizeName(size), func(b *testing.B) {
+			a, p := connPair(b, DefaultConfig())
+			benchExchange(b, size, func(buf []byte) error {
+				if err := exchangeSend(b, a, buf); err != nil {
+					return err
+				}
+				if err := exchangeRecv(b, p, buf); err != nil {
+					return err
+				}
+				if err := exchangeSend(b, p, buf); err != nil {
+					return err
+				}
+				return exchangeRecv(b, a, buf)
+			})
+		})
+		b.Run("tcp/"+sizeName(size), func(b *testing.B) {
+			c, s := tcpPairB(b)
+			benchExchange(b, size, func(buf []byte) error {
+				for _, fds := range [][2]int{{c, s}, {s, c}} {
+					if _, err := unix.Write(fds[0], buf); err != nil {
+						return err
+					}
+					for got := 0; got < len(buf); {
+						n, err := unix.Read(fds[1], buf[got:])
+						if err != nil || n == 0 {
+							return fmt.Errorf("read: %d, %v", n, err)
+						}
+						got += n
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func benchExchange(b *testing.B, size int, exchange func([]byte) error) {
+	buf := make([]byte, size)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := exchange(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// exchangeSend sends buf whole as the preload does, with the zero time
+// ("now, if needed"), waiting (bounded) only if the connection is full.
+func exchangeSend(b *testing.B, c *Conn, buf []byte) error {
+	for off := 0; off < len(buf); {
+		n, err := c.SendFlags([][]byte{buf[off:]}, 0, time.Time{})
+		if c.NeedsBackground() {
+			go c.Background(time.Minute)
+		}
+		if err == ErrWouldBlock {
+			if err := wait(b, c, EvOut, time.Now().Add(time.Minute)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// exchangeRecv receives len(buf) bytes as the preload does.
+func exchangeRecv(b *testing.B, c *Conn, buf []byte) error {
+	for got := 0; got < len(buf); {
+		n, err := c.Recv([][]byte{buf[got:]}, 0, time.Time{})
+		if err == ErrWouldBlock {
+			if err := wait(b, c, EvIn, time.Now().Add(time.Minute)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("end of stream after %d of %d bytes", got, len(buf))
+		}
+		got += n
+	}
+	return nil
+}
