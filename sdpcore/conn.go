@@ -470,6 +470,9 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 		return // a full socket is no reason not to read: the peer may be blocked on us
 	}
 	for c.phase() != stFailed && c.fb == nil {
+		if c.inBackground && c.phase() == stEstablished && !c.bgWork() {
+			break // Background's work is done: the rest is the application's to read
+		}
 		switch c.phase() {
 		case stAwaitRequest:
 			if c.onRequest(now) {

@@ -424,7 +424,11 @@ func (c *Conn) Background(limit time.Duration) {
 	for {
 		now := time.Now()
 		c.mu.Lock()
-		if !c.closed {
+		// Only while there is work: the application's own calls may have
+		// done it since, and a progress without it would only read what
+		// came into receive chunks, ahead of the application's receives,
+		// which could have taken it from the ring in one copy.
+		if !c.closed && c.bgWork() {
 			c.inBackground = true
 			c.progress(now)
 			c.inBackground = false
