@@ -146,6 +146,9 @@ func (q *QP) LargeNext() (pay int, whole bool) {
 	if q.sink.next < len(q.sink.ready) {
 		return 0, false // segments read for a sink come first
 	}
+	if q.cur == nil || q.rxr == q.rxw {
+		return 0, false // the next Send's headers are not read yet
+	}
 	if q.chunkSinkable() && q.sink.place != nil && q.fault == nil {
 		// Over a socket, only for a receive with a sink: it stops in
 		// front of a Send its sink cannot take, for the next receive's. A

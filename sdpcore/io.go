@@ -536,6 +536,20 @@ const RecvWoke RecvFlags = 1 << 5
 func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) {
 	c.mu.Lock()
 	defer c.unlock()
+	// Two defers and one return, which the compiler open-codes: with the
+	// receive's many returns it had put both on the stack, at every call.
+	sunk := false
+	defer func() {
+		if sunk {
+			c.keepSunk()
+		}
+	}()
+	return c.recvLocked(bufs, flags, now, &sunk)
+}
+
+// recvLocked is Recv with c.mu held; *sunk tells Recv to keep what a sink
+// left queued in the application's buffer (keepSunk) once it returns.
+func (c *Conn) recvLocked(bufs [][]byte, flags RecvFlags, now time.Time, sunk *bool) (int, error) {
 	if flags&(RecvFill|RecvPeek) == 0 {
 		c.rxBuf = len(firstBuf(bufs))
 	}
@@ -543,11 +557,11 @@ func (c *Conn) Recv(bufs [][]byte, flags RecvFlags, now time.Time) (int, error) 
 		// Quiet: a blocking call waits for the socket next; a call that
 		// takes what else is here after a short read (RecvFill) need not
 		// look at the socket again, whose arrivals the next call sees.
-		sunk := c.sinkOpen(bufs, flags)
+		opened := c.sinkOpen(bufs, flags)
 		c.progressFor(now, flags&RecvWoke == 0 && (flags&(RecvBlock|RecvPeek) == RecvBlock || flags&RecvFill != 0), true)
-		if sunk {
+		if opened {
 			c.sinkClose()
-			defer c.keepSunk()
+			*sunk = true
 		}
 	}
 	if c.fb != nil {

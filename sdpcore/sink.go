@@ -56,8 +56,8 @@ type sendSinker interface {
 // as before, and so is everything a peer that sends urgent data sends.
 func (c *Conn) leaveRest() bool {
 	receive := c.sinkBuf != nil
-	if !receive && !c.rxLazy {
-		return false
+	if (!receive && !c.rxLazy) || (receive && c.rqBytes == 0) {
+		return false // (a receive with nothing to return yet reads on, whatever comes next)
 	}
 	sk, ok := c.tr.(sendSinker)
 	if !ok || c.phase() != stEstablished || c.closed {
