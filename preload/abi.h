@@ -178,6 +178,10 @@ typedef int (*sdp_poll_fn)(int fd, int want, int *wait, int *timeout_ms, int *ef
  * connection's shared-memory ring first, as a blocking call does
  * (SDP_POLL_US), so that a quick answer needs no doorbell. */
 #define SDP_POLL_SPIN 0x10000000
+/* SDP_POLL_SPUN (with SDP_POLL_SLEEP and SDP_POLL_BLOCK): the receive just
+ * before this look polled the ring already (SDP_RECV_SPIN): the look does
+ * not poll it again before the caller sleeps. */
+#define SDP_POLL_SPUN 0x20000000
 typedef int (*sdp_shutdown_fn)(int fd, int how);
 typedef int (*sdp_close_fn)(int fd);
 /* Makes newfd a second descriptor of oldfd's connection (dup). */
@@ -228,6 +232,13 @@ typedef int (*sdp_engine_exit_fn)(void);
  * rides in the flags' high bits: SDP_RECV_WOKE_OWN(efd). A blocking receive
  * so makes one call into the engine when it wakes, not a look and a read. */
 #define SDP_RECV_WOKE 32
+/* SDP_RECV_SPIN (with SDP_RECV_BLOCK): a receive that finds nothing polls
+ * the connection's shared-memory ring as the wait's first look would
+ * (SDP_POLL_US, adapting), and reads what came in the same call: a quick
+ * answer costs one call into the engine, not a receive, a look and a
+ * receive. Its -EAGAIN means the ring was polled: the wait's first look
+ * passes SDP_POLL_SPUN. */
+#define SDP_RECV_SPIN 64
 #define SDP_RECV_OWN_SHIFT 8
 /* An eventfd at or above SDP_RECV_OWN_MAX does not fit: its sleep ends in
  * sdp_poll (SDP_POLL_WOKE), as without SDP_RECV_WOKE. */

@@ -143,7 +143,14 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 			f |= m.core
 		}
 	}
-	n, err := c.Recv(iovecs(iov, cnt), f, time.Time{})
+	bufs := iovecs(iov, cnt)
+	n, err := c.Recv(bufs, f, time.Time{})
+	if err == sdpcore.ErrWouldBlock && flags&(C.SDP_RECV_SPIN|C.SDP_RECV_BLOCK|C.SDP_RECV_WAIT) == C.SDP_RECV_SPIN|C.SDP_RECV_BLOCK &&
+		c.Spin(coreCfg.PollSpin) {
+		// The peer's answer came while this blocking receive polled the
+		// ring, as its wait's first look would have: read it now.
+		n, err = c.Recv(bufs, f, time.Time{})
+	}
 	return C.int64_t(result(int(fd), c, n, err))
 }
 
@@ -181,8 +188,8 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	*wait, *timeoutMs, *efd, *edges = 0, -1, -1, 0
 	sleep, woke, block := want&C.SDP_POLL_SLEEP != 0, want&C.SDP_POLL_WOKE != 0, want&C.SDP_POLL_BLOCK != 0
 	quiet, alone, level := want&C.SDP_POLL_QUIET != 0, want&C.SDP_POLL_ALONE != 0, want&C.SDP_POLL_LEVEL != 0
-	recv, spin := want&C.SDP_POLL_RECV != 0, want&C.SDP_POLL_SPIN != 0
-	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL | C.SDP_POLL_RECV | C.SDP_POLL_SPIN
+	recv, spin, spun := want&C.SDP_POLL_RECV != 0, want&C.SDP_POLL_SPIN != 0, want&C.SDP_POLL_SPUN != 0
+	want &^= C.SDP_POLL_SLEEP | C.SDP_POLL_WOKE | C.SDP_POLL_BLOCK | C.SDP_POLL_OWN | C.SDP_POLL_QUIET | C.SDP_POLL_ALONE | C.SDP_POLL_LEVEL | C.SDP_POLL_RECV | C.SDP_POLL_SPIN | C.SDP_POLL_SPUN
 	// POLLRDNORM and POLLWRNORM are POLLIN's and POLLOUT's other names on
 	// a TCP socket: the kernel reports them together.
 	if norm := want & (C.POLLRDNORM | C.POLLWRNORM); norm != 0 {
@@ -223,7 +230,7 @@ func sdp_poll(fd C.int, want C.int, wait *C.int, timeoutMs *C.int, efd *C.int, e
 	)
 	switch {
 	case sleep:
-		if (block || spin) && !woke {
+		if (block || spin) && !woke && !spun {
 			// A blocking call's first look (or a poll's that may):
 			// over shared memory, the peer's answer may come sooner
 			// than a sleep and a wake-up.

@@ -228,7 +228,7 @@ int lowat_poll(int fd, int need, int want, int *kw, int *tmo, int *efd, uint32_t
  * woke_recv: back from the kernel's wait as a counted sleeper, wait_ready
  * returns 0 at once with *woke_recv set to the flags (SDP_RECV_WOKE_OWN)
  * with which the receive ends the sleep, instead of asking the engine again. */
-static int wait_ready(int fd, int want, int need, int64_t *deadline, int *woke_recv)
+static int wait_ready(int fd, int want, int need, int64_t *deadline, int *woke_recv, int first)
 {
 	if (*deadline == 0)
 		*deadline = call_deadline(fd, want);
@@ -244,7 +244,8 @@ static int wait_ready(int fd, int want, int need, int64_t *deadline, int *woke_r
 		int kw = 0, tmo = -1, efd = own;
 		uint32_t edges;
 		/* A receive's wait (POLLIN alone) reads right after it. */
-		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke | of | (want == POLLIN ? SDP_POLL_RECV : 0);
+		int f = want | SDP_POLL_SLEEP | SDP_POLL_BLOCK | woke | of | (want == POLLIN ? SDP_POLL_RECV : 0) | first;
+		first = 0;
 		int r = need > 1 ? lowat_poll(fd, need, f, &kw, &tmo, &efd, &edges) : eng.poll(fd, f, &kw, &tmo, &efd, &edges);
 		if (r < 0)
 			return r;
@@ -478,9 +479,9 @@ static int io_prepare(int fd, struct fdent *e, int flags)
  * had not read yet and the engine now keeps its own copy of (Read ZCopy), is
  * returned (> 0): the call ends with it. */
 static int64_t zc_wait(int fd, int events, const struct iovec *local, int lc, int offered,
-		       int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline, int *woke_recv)
+		       int64_t (*cancel)(int, const struct iovec *, int), int64_t *deadline, int *woke_recv, int first)
 {
-	int w = wait_ready(fd, events, 1, deadline, woke_recv);
+	int w = wait_ready(fd, events, 1, deadline, woke_recv, first);
 	if (w < 0 && w > -SDP_FALLBACK && offered && cancel) {
 		int64_t got = cancel(fd, local, lc);
 		if (got > 0)
@@ -537,7 +538,7 @@ ssize_t sdp_sendv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 				atomic_fetch_add(&e->wfull, 1);
 				return done_or_error(done, EAGAIN);
 			}
-			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline, NULL);
+			int64_t w = zc_wait(fd, POLLOUT, local, lc, ef & SDP_SEND_WAIT, eng.send_cancel, &deadline, NULL, 0);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w == -EINTR || w == -EAGAIN) {
@@ -607,7 +608,7 @@ static int peek_lowat(int fd, struct fdent *e, const struct iovec *iov, int cnt,
 {
 	if ((flags & MSG_DONTWAIT) || is_nonblocking(fd))
 		return 1;
-	int w = wait_ready(fd, POLLIN, need, deadline, NULL);
+	int w = wait_ready(fd, POLLIN, need, deadline, NULL, 0);
 	if (w <= -SDP_FALLBACK) {
 		*res = after_fallback_recv(fd, e, w, iov, cnt, flags);
 		return 0;
@@ -683,11 +684,14 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			ef |= SDP_RECV_FILL; /* 0 at the urgent mark: the call ends there */
 		if (!fill && call_waits(fd, local[0].iov_len, flags, &nonblock))
 			ef |= SDP_RECV_WAIT;
-		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. */
+		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. A
+		 * receive that will wait for one byte polls the ring in the
+		 * same call (SDP_RECV_SPIN); with SO_RCVLOWAT its wait's look
+		 * polls, as before. */
 		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && nonblock_cached(e) == 0)))
-			ef |= SDP_RECV_BLOCK;
+			ef |= SDP_RECV_BLOCK | (need > 1 ? 0 : SDP_RECV_SPIN);
 		if (woke) { /* back from a wait: this call ends its sleep, and reads */
-			ef = (ef & ~SDP_RECV_BLOCK) | woke;
+			ef = (ef & ~(SDP_RECV_BLOCK | SDP_RECV_SPIN)) | woke;
 			woke = 0;
 		}
 		int64_t n = eng.recvv(fd, local, lc, ef);
@@ -711,7 +715,8 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			if (nonblocking_call(fd, flags, &nonblock)) {
 				return done_or_error(done, EAGAIN);
 			}
-			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &woke);
+			int spun = (ef & (SDP_RECV_SPIN | SDP_RECV_BLOCK | SDP_RECV_WAIT)) == (SDP_RECV_SPIN | SDP_RECV_BLOCK) ? SDP_POLL_SPUN : 0;
+			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &woke, spun);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w >= 0)
