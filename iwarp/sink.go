@@ -156,7 +156,7 @@ func (q *QP) LargeNext() (pay int, whole bool) {
 		c, _ := q.chunkLarge()
 		return c.pay, c.whole
 	}
-	if !q.streamSinkable() || q.fault != nil || q.cur == nil {
+	if !q.streamSinkable() || q.fault != nil {
 		return 0, false
 	}
 	pending := q.rxw - q.rxr

@@ -232,7 +232,8 @@ typedef int (*sdp_engine_exit_fn)(void);
  * rides in the flags' high bits: SDP_RECV_WOKE_OWN(efd). A blocking receive
  * so makes one call into the engine when it wakes, not a look and a read. */
 #define SDP_RECV_WOKE 32
-/* SDP_RECV_SPIN (with SDP_RECV_BLOCK): a receive that finds nothing polls
+/* SDP_RECV_SPIN (with SDP_RECV_BLOCK, without SDP_RECV_WAIT; the shim
+ * decides, the engine obeys): a receive that finds nothing polls
  * the connection's shared-memory ring as the wait's first look would
  * (SDP_POLL_US, adapting), and reads what came in the same call: a quick
  * answer costs one call into the engine, not a receive, a look and a

@@ -145,8 +145,7 @@ func sdp_recvv(fd C.int, iov *C.struct_iovec, cnt C.int, flags C.int) (rc C.int6
 	}
 	bufs := iovecs(iov, cnt)
 	n, err := c.Recv(bufs, f, time.Time{})
-	if err == sdpcore.ErrWouldBlock && flags&(C.SDP_RECV_SPIN|C.SDP_RECV_BLOCK|C.SDP_RECV_WAIT) == C.SDP_RECV_SPIN|C.SDP_RECV_BLOCK &&
-		c.Spin(coreCfg.PollSpin) {
+	if err == sdpcore.ErrWouldBlock && flags&C.SDP_RECV_SPIN != 0 && c.Spin(coreCfg.PollSpin) {
 		// The peer's answer came while this blocking receive polled the
 		// ring, as its wait's first look would have: read it now.
 		n, err = c.Recv(bufs, f, time.Time{})

@@ -471,7 +471,11 @@ func (c *Conn) progressFor(now time.Time, quiet, flush bool) {
 	}
 	for c.phase() != stFailed && c.fb == nil {
 		if c.inBackground && c.phase() == stEstablished && !c.bgWork() {
-			break // Background's work is done: the rest is the application's to read
+			// Background's work is done (the application's own calls may
+			// have done it since the send that scheduled it): what came is
+			// the application's to read, from the ring in one copy, not
+			// into receive chunks ahead of it.
+			break
 		}
 		switch c.phase() {
 		case stAwaitRequest:

@@ -424,11 +424,7 @@ func (c *Conn) Background(limit time.Duration) {
 	for {
 		now := time.Now()
 		c.mu.Lock()
-		// Only while there is work: the application's own calls may have
-		// done it since, and a progress without it would only read what
-		// came into receive chunks, ahead of the application's receives,
-		// which could have taken it from the ring in one copy.
-		if !c.closed && c.bgWork() {
+		if !c.closed {
 			c.inBackground = true
 			c.progress(now)
 			c.inBackground = false

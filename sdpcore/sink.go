@@ -48,7 +48,8 @@ type sendSinker interface {
 // queued, in front of a large Send, which the next receive's sink can then
 // take: a receive once its sink cannot take it, and a wait that only reads
 // (rxLazy) once there is something to report, if the application's last
-// receive (rxBuf) could take that Send whole. With nothing queued yet, a
+// receive (rxBuf) could take that Send whole, else once the next receive
+// has its fill (rxBuf bytes queued). With nothing queued yet, a
 // large Send whose payload the transport holds whole is that something
 // (pollLocked calls the connection readable then), and the receive reads
 // it straight into place.
@@ -57,7 +58,7 @@ type sendSinker interface {
 func (c *Conn) leaveRest() bool {
 	receive := c.sinkBuf != nil
 	if (!receive && !c.rxLazy) || (receive && c.rqBytes == 0) {
-		return false // (a receive with nothing to return yet reads on, whatever comes next)
+		return false // a receive with nothing to return yet reads on, whatever comes next
 	}
 	sk, ok := c.tr.(sendSinker)
 	if !ok || c.phase() != stEstablished || c.closed {
@@ -71,7 +72,7 @@ func (c *Conn) leaveRest() bool {
 		// A receive with something to return stops in front of a Send
 		// its sink cannot take (no room left, or bytes queued before it
 		// that did not go there): the next receive's sink can.
-		return c.rqBytes > 0 && !c.sinking(pay)
+		return !c.sinking(pay)
 	case c.rxBuf < pay:
 		// The receive could not sink it: read on, many at a time, but
 		// only until the next receive has its fill. Reading everything

@@ -154,8 +154,8 @@ func (s *SpinState) Preempted() {
 // engine each.
 func (s *SpinState) NothingToWatch() { s.Skip = spinSkip }
 
-// Skipping reports whether this wait is one of those Preempted said not to
-// poll (and counts it).
+// Skipping reports whether this wait is one of those Preempted or
+// NothingToWatch said not to poll (and counts it).
 func (s *SpinState) Skipping() bool {
 	if s.Skip <= 0 {
 		return false

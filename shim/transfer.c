@@ -686,10 +686,10 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			ef |= SDP_RECV_WAIT;
 		/* Known to block (no system call to ask): see SDP_RECV_BLOCK. A
 		 * receive that will wait for one byte polls the ring in the
-		 * same call (SDP_RECV_SPIN); with SO_RCVLOWAT its wait's look
-		 * polls, as before. */
+		 * same call (SDP_RECV_SPIN); with SO_RCVLOWAT, or a zero-copy
+		 * offer to wait for, its wait's look polls, as before. */
 		if (!fill && !(flags & (MSG_DONTWAIT | MSG_PEEK)) && (nonblock == 0 || (nonblock < 0 && nonblock_cached(e) == 0)))
-			ef |= SDP_RECV_BLOCK | (need > 1 ? 0 : SDP_RECV_SPIN);
+			ef |= SDP_RECV_BLOCK | (need > 1 || (ef & SDP_RECV_WAIT) ? 0 : SDP_RECV_SPIN);
 		if (woke) { /* back from a wait: this call ends its sleep, and reads */
 			ef = (ef & ~(SDP_RECV_BLOCK | SDP_RECV_SPIN)) | woke;
 			woke = 0;
@@ -715,8 +715,8 @@ ssize_t sdp_recvv(int fd, struct fdent *e, const struct iovec *iov, int cnt, int
 			if (nonblocking_call(fd, flags, &nonblock)) {
 				return done_or_error(done, EAGAIN);
 			}
-			int spun = (ef & (SDP_RECV_SPIN | SDP_RECV_BLOCK | SDP_RECV_WAIT)) == (SDP_RECV_SPIN | SDP_RECV_BLOCK) ? SDP_POLL_SPUN : 0;
-			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &woke, spun);
+			int64_t w = zc_wait(fd, POLLIN, local, lc, ef & SDP_RECV_WAIT, eng.recv_cancel, &deadline, &woke,
+					    (ef & SDP_RECV_SPIN) ? SDP_POLL_SPUN : 0);
 			if (w > 0)
 				return done + (size_t)w;
 			if (w >= 0)
