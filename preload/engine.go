@@ -231,6 +231,7 @@ func detach(fd int) *sdpcore.Conn {
 // closedMu), so that a statistics line, which takes all three, never misses
 // one in between.
 func account(c *sdpcore.Conn) {
+	c.Retire()
 	lingerMu.Lock()
 	delete(lingering, c)
 	delete(settledOrIdle, c)

@@ -73,6 +73,9 @@ type sameHoster interface {
 	// Withdraw takes back this side's sleep announcement (the peer need
 	// not ring) for a reader that looks again before it sleeps.
 	Withdraw() bool
+	// Retire ends the use of the shared memory of a connection that is
+	// over on this side, and gives its pages back (shm.Stream.Finish).
+	Retire()
 }
 
 var _ sameHoster = (*qpTransport)(nil)
@@ -126,6 +129,23 @@ func (c *Conn) WithdrawSameHost() {
 	defer c.unlock()
 	c.declineSameHost()
 	_ = c.flush()
+}
+
+// Retire is called once the connection is over for the application and
+// the engine (closed and settled, lingered, reset or failed): a connection
+// over shared memory gives back the pages of its rings at once, where its
+// region would otherwise stay whole until the garbage collector found the
+// connection unreachable, which in a process that allocates little (an
+// idle server, a proxy between requests) can take minutes and held 30-75
+// MB of closed connections' rings in python3 http.server and haproxy
+// after a few hundred 2 MiB responses. Nothing is read or written on the
+// connection's stream afterwards.
+func (c *Conn) Retire() {
+	c.mu.Lock()
+	defer c.unlock()
+	if sh, ok := c.tr.(sameHoster); ok {
+		sh.Retire()
+	}
 }
 
 // declineSameHost withdraws an unanswered offer (abort, exit).
@@ -218,6 +238,14 @@ func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
 	s.Ring() // the octet that tells the connecting side
 	t.qp().UseStream(s)
 	return nil
+}
+
+// Retire is sameHoster's: the QP reads and writes nothing more, and the
+// stream's pages go back to the kernel.
+func (t *qpTransport) Retire() {
+	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+		s.Finish()
+	}
 }
 
 func (t *qpTransport) Watch() (*uint64, uint64) { return t.qp().Watch() }

@@ -145,10 +145,20 @@ func (r *Region) Trim(p *Producer) (bool, error) {
 	if err != nil || !idle {
 		return false, err
 	}
-	if err := unix.Madvise(p.r.data, unix.MADV_REMOVE); err != nil {
-		return false, fmt.Errorf("shm: madvise(MADV_REMOVE): %w", err)
+	if err := removePages(p.r.data); err != nil {
+		return false, err
 	}
 	return true, nil
+}
+
+// removePages gives a ring's data pages back to the kernel: the memfd's
+// pages are freed, for every process that maps it, and read as zeros
+// until written again.
+func removePages(data []byte) error {
+	if err := unix.Madvise(data, unix.MADV_REMOVE); err != nil {
+		return fmt.Errorf("shm: madvise(MADV_REMOVE): %w", err)
+	}
+	return nil
 }
 
 // holds says whether b lies in the region's mapping.

@@ -29,6 +29,7 @@ type Stream struct {
 	rx       *Consumer
 	sleeping bool  // rx announced Sleep and has not read since
 	end      error // the socket's end (io.EOF) or error, once seen
+	finished bool  // Finish: nothing more is read or written
 
 	// Counters, all time.
 	BellsRung  uint64 // doorbells written
@@ -57,6 +58,31 @@ func (s *Stream) Own(r *Region) {
 	runtime.AddCleanup(s, func(r *Region) { _ = r.Close() }, r)
 }
 
+// ErrFinished: the stream's connection is over on this side (Finish).
+var ErrFinished = errors.New("shm: the stream is finished")
+
+// Finish ends this side's use of the stream, whose connection is over
+// here (closed and settled, reset or failed): nothing more is read from it
+// or written to it, and the data pages of both rings go back to the kernel
+// now, for both processes (MADV_REMOVE on the shared memfd), except those
+// of the ring this side writes while the peer has not read all of it (the
+// peer's own Finish gives them back, or the last unmapping does). The
+// mapping itself stays until the stream is unreachable (Own): a closed
+// connection then holds two control pages where it held up to both rings
+// until the garbage collector's next cycle, which an idle process may not
+// run for minutes. Called by the goroutine that owns the stream (Read and
+// Write's).
+func (s *Stream) Finish() {
+	if s.finished {
+		return
+	}
+	s.finished = true
+	_ = removePages(s.rx.r.data) // this side reads nothing more
+	if idle, err := s.tx.Idle(); err == nil && idle {
+		_ = removePages(s.tx.r.data)
+	}
+}
+
 // Bell is the doorbell's octet. It is not 0, which is what the first
 // octet of a connection's first FPDU is (the high octet of a short
 // message's ULPDU_Length, or a marker's reserved half): the side that
@@ -74,6 +100,9 @@ func (s *Stream) SetFd(fd int) { s.fd = fd }
 // Write publishes as much of b as the ring takes now. It returns
 // unix.EAGAIN when it took nothing: the peer rings when it frees room.
 func (s *Stream) Write(b []byte) (int, error) {
+	if s.finished {
+		return 0, ErrFinished
+	}
 	n := 0
 	for n < len(b) {
 		k, err := s.tx.Write(b[n:])
@@ -120,6 +149,9 @@ func (s *Stream) Read(b []byte) (int, error) { return s.read(b, false) }
 func (s *Stream) ReadQuiet(b []byte) (int, error) { return s.read(b, true) }
 
 func (s *Stream) read(b []byte, quiet bool) (int, error) {
+	if s.finished {
+		return 0, ErrFinished
+	}
 	for {
 		n, err := s.rx.Read(b)
 		if n > 0 {
@@ -247,6 +279,9 @@ func (s *Stream) Withdraw() bool {
 // ring has room for all of it now, unpublished until Push; false, and
 // nothing written, if not.
 func (s *Stream) AppendRecord(parts ...[]byte) (bool, error) {
+	if s.finished {
+		return false, ErrFinished
+	}
 	err := s.tx.Append(parts...)
 	if err == ErrFull || err == ErrTooBig {
 		return false, nil
@@ -273,12 +308,20 @@ func (s *Stream) Prompted() bool { return s.rx.Prompted() }
 // Holds reports whether Read would take at least n bytes now; false on a
 // ring the peer broke, which Read then reports.
 func (s *Stream) Holds(n int) bool {
+	if s.finished {
+		return false
+	}
 	ok, err := s.rx.Holds(n)
 	return ok && err == nil
 }
 
 // Pending reports whether bytes wait in the ring to be read.
-func (s *Stream) Pending() (bool, error) { return s.rx.Pending() }
+func (s *Stream) Pending() (bool, error) {
+	if s.finished {
+		return false, ErrFinished
+	}
+	return s.rx.Pending()
+}
 
 // String describes the stream's positions and announcements, for logs
 // and failing tests.

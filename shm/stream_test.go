@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
@@ -343,4 +344,83 @@ func TestStreamConcurrent(t *testing.T) {
 	require.NoError(t, <-done)
 	require.True(t, bytes.Equal(want, got))
 	t.Logf("bells rung %d and %d, writer waits %d", a.BellsRung, b.BellsRung, a.Waits)
+}
+
+// TestStreamFinish: a side whose connection is over gives back the pages
+// of the ring it reads at once, read or not, and those of the ring it
+// writes once the peer has read them all; until then the peer still reads
+// every byte, and its own Finish gives the rest back. A finished stream
+// reads and writes nothing more.
+func TestStreamFinish(t *testing.T) {
+	const data = 256 << 10
+	p := newPair(t, data)
+	afd, bfd := testnet.TCPPair(t)
+	a, err := NewStream(p.maker, true, afd)
+	require.NoError(t, err)
+	b, err := NewStream(p.peer, false, bfd)
+	require.NoError(t, err)
+	write := func(s *Stream, n int, seed int) []byte {
+		want := pattern(make([]byte, n), seed)
+		for off := 0; off < n; {
+			k, err := s.Write(want[off:])
+			require.NoError(t, err)
+			off += k
+		}
+		return want
+	}
+	resident := func() int {
+		n, err := p.maker.Resident()
+		require.NoError(t, err)
+		return n
+	}
+
+	// b's 128 KiB stay unread by a; a's last 64 KiB are unread by b when a finishes.
+	write(b, 128<<10, 1)
+	read := make([]byte, 0, 64<<10)
+	buf := make([]byte, 16<<10)
+	want := write(a, 64<<10, 2)
+	before := resident()
+	require.Greater(t, before, 190<<10, "both rings' pages were written")
+	a.Finish()
+	after := resident()
+	assert.LessOrEqual(t, after, before-128<<10, "a's receive ring is given back, unread")
+	assert.Greater(t, after, 2*ControlSize+32<<10, "b has not read a's ring: kept")
+	for len(read) < len(want) {
+		n, err := b.Read(buf)
+		require.NoError(t, err, "every byte a wrote before it finished")
+		read = append(read, buf[:n]...)
+	}
+	require.Equal(t, want, read)
+	b.Finish()
+	assert.LessOrEqual(t, resident(), 2*ControlSize, "b gives back the ring it read")
+
+	_, err = a.Read(buf)
+	assert.ErrorIs(t, err, ErrFinished)
+	_, err = a.Write([]byte("more"))
+	assert.ErrorIs(t, err, ErrFinished)
+	ok, err := a.AppendRecord([]byte("more"))
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, ErrFinished)
+	_, err = b.Pending()
+	assert.ErrorIs(t, err, ErrFinished)
+	assert.False(t, b.Holds(1))
+	a.Finish() // twice is once
+
+	// A side whose peer has read everything gives back both rings.
+	p2 := newPair(t, data)
+	cfd, dfd := testnet.TCPPair(t)
+	c, err := NewStream(p2.maker, true, cfd)
+	require.NoError(t, err)
+	d, err := NewStream(p2.peer, false, dfd)
+	require.NoError(t, err)
+	write(c, 128<<10, 3)
+	for got := 0; got < 128<<10; {
+		n, err := d.Read(buf)
+		require.NoError(t, err)
+		got += n
+	}
+	c.Finish()
+	n, err := p2.maker.Resident()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, n, 2*ControlSize)
 }
