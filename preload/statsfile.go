@@ -44,18 +44,38 @@ var pub struct {
 // 5% of its CPU time. Nothing of it runs inside the engine's
 // initialisation, which the interposer performs in the middle of an
 // application's call.
+//
+// The same tick gives back the ring pages of quiet shared-memory
+// connections (trimIdle), whether or not sdpstat can be served.
 func startStatsPublisher() {
 	go func() {
 		t := time.NewTicker(publishInterval)
 		defer t.Stop()
 		<-t.C
-		if !openStatsDir() {
-			return
-		}
-		for publish() {
+		publishing := openStatsDir()
+		for {
+			trimIdle()
+			if publishing {
+				publishing = publish()
+			}
 			<-t.C
 		}
 	}()
+}
+
+// trimIdle offers every connection the engine drives the chance to give
+// back the pages of a ring it has left idle since the last tick
+// (sdpcore.Conn.TrimIdle). Safely: a panic in one costs that one only.
+func trimIdle() {
+	mu.RLock()
+	cs := make([]*sdpcore.Conn, 0, len(conns.m))
+	for _, c := range conns.m {
+		cs = append(cs, c)
+	}
+	mu.RUnlock()
+	for _, c := range cs {
+		safely(func() { c.TrimIdle() })
+	}
 }
 
 func openStatsDir() bool {

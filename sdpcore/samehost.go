@@ -76,6 +76,9 @@ type sameHoster interface {
 	// Retire ends the use of the shared memory of a connection that is
 	// over on this side, and gives its pages back (shm.Stream.Finish).
 	Retire()
+	// TrimIdle gives back the pages of the ring this side writes once it
+	// has been idle since the last call (shm.Stream.TrimIdle).
+	TrimIdle() bool
 }
 
 var _ sameHoster = (*qpTransport)(nil)
@@ -146,6 +149,22 @@ func (c *Conn) Retire() {
 	if sh, ok := c.tr.(sameHoster); ok {
 		sh.Retire()
 	}
+}
+
+// TrimIdle is called at intervals (preload's sweep, every half second): a
+// connection over shared memory that has sent nothing since the last call,
+// and whose peer has read everything it sent, gives back the pages of the
+// ring it writes; the peer does the same with the other ring. A quiet
+// connection then holds its control pages (an idle connection may hold at
+// most 64 KiB, docs/RELIABILITY.md), where one that had carried bulk kept
+// both rings (2 MiB) until it closed. It reports whether it trimmed.
+func (c *Conn) TrimIdle() bool {
+	c.mu.Lock()
+	defer c.unlock()
+	if sh, ok := c.tr.(sameHoster); ok {
+		return sh.TrimIdle()
+	}
+	return false
 }
 
 // declineSameHost withdraws an unanswered offer (abort, exit).
@@ -246,6 +265,13 @@ func (t *qpTransport) Retire() {
 	if s, ok := t.qp().Stream().(*shm.Stream); ok {
 		s.Finish()
 	}
+}
+
+func (t *qpTransport) TrimIdle() bool {
+	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+		return s.TrimIdle()
+	}
+	return false
 }
 
 func (t *qpTransport) Watch() (*uint64, uint64) { return t.qp().Watch() }

@@ -216,6 +216,40 @@ func (p *Producer) Idle() (bool, error) {
 	return p.head == p.pub && p.tail == p.pub, nil
 }
 
+// TrimUnread gives back the data pages that hold no record the consumer
+// has still to read: all of them once it has read everything, otherwise
+// all but those around the unread records (a quiet connection's last
+// credit updates, which its peer reads at its next call). Only between
+// writes: the producer, the ring's only writer, writes nothing meanwhile,
+// and the consumer reads only what was published and not consumed, which
+// can only shrink. Pages given back read as zeros and come back as they
+// are written.
+func (p *Producer) TrimUnread() error {
+	if err := p.readTail(); err != nil {
+		return err
+	}
+	if p.head != p.pub {
+		return errors.New("shm: TrimUnread with records appended and not published")
+	}
+	size := uint64(len(p.r.data))
+	if p.head == p.tail {
+		return removePages(p.r.data)
+	}
+	keepFrom := p.tail &^ (pageSize - 1)
+	keepTo := (p.head + pageSize - 1) &^ (pageSize - 1)
+	if keepTo-keepFrom >= size {
+		return nil
+	}
+	from, n := keepTo&p.r.mask, size-(keepTo-keepFrom)
+	if from+n <= size {
+		return removePages(p.r.data[from : from+n])
+	}
+	if err := removePages(p.r.data[from:]); err != nil {
+		return err
+	}
+	return removePages(p.r.data[:from+n-size])
+}
+
 // Consumer reads records from a ring. One goroutine at a time.
 type Consumer struct {
 	r    ring

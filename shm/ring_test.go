@@ -407,3 +407,40 @@ func TestPrompt(t *testing.T) {
 	pr.pc.Release()
 	require.True(t, pr.pc.Prompted(), "it stays")
 }
+
+// TestTrimUnread: the pages given back are exactly those outside the
+// unread records, also when those wrap around the ring's end; the records
+// are read intact afterwards.
+func TestTrimUnread(t *testing.T) {
+	const data = 64 << 10
+	for _, lead := range []int{0, 20 << 10, data - 6<<10} {
+		pr := newPair(t, data)
+		if lead > 0 { // move the positions on: written, read, released
+			require.NoError(t, pr.mp.Append(make([]byte, lead-recHeader)))
+			pr.mp.Publish()
+			_, err := pr.pc.Next(nil)
+			require.NoError(t, err)
+			pr.pc.Release()
+		}
+		for i := 0; i < data/4096; i++ { // every page written once
+			pr.mp.r.data[i*4096] = 1
+		}
+		rec := pattern(make([]byte, 10<<10), lead)
+		require.NoError(t, pr.mp.Append(rec))
+		pr.mp.Publish()
+		require.NoError(t, pr.mp.TrimUnread())
+		n, err := pr.maker.Resident()
+		require.NoError(t, err)
+		// The record and its header span 11 KiB: three or four pages, and the control pages.
+		assert.LessOrEqual(t, n, 2*ControlSize+4*4096, "lead %d", lead)
+		assert.GreaterOrEqual(t, n, ControlSize+3*4096, "lead %d", lead) // the second ring's control page was never written
+		got, err := pr.pc.Next(nil)
+		require.NoError(t, err)
+		assert.Equal(t, rec, got, "lead %d", lead)
+		pr.pc.Release()
+		require.NoError(t, pr.mp.TrimUnread())
+		n, err = pr.maker.Resident()
+		require.NoError(t, err)
+		assert.LessOrEqual(t, n, 2*ControlSize, "all read: all given back")
+	}
+}

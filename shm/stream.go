@@ -30,6 +30,10 @@ type Stream struct {
 	sleeping bool  // rx announced Sleep and has not read since
 	end      error // the socket's end (io.EOF) or error, once seen
 	finished bool  // Finish: nothing more is read or written
+	// TrimIdle's view: the producer's position at its last call, and
+	// whether the ring was trimmed at that position.
+	swept   uint64
+	trimmed bool
 
 	// Counters, all time.
 	BellsRung  uint64 // doorbells written
@@ -65,8 +69,9 @@ var ErrFinished = errors.New("shm: the stream is finished")
 // here (closed and settled, reset or failed): nothing more is read from it
 // or written to it, and the data pages of both rings go back to the kernel
 // now, for both processes (MADV_REMOVE on the shared memfd), except those
-// of the ring this side writes while the peer has not read all of it (the
-// peer's own Finish gives them back, or the last unmapping does). The
+// of the ring this side writes that hold records the peer has not read
+// yet (Producer.TrimUnread; the peer's own Finish gives them back, or the
+// last unmapping does). The
 // mapping itself stays until the stream is unreachable (Own): a closed
 // connection then holds two control pages where it held up to both rings
 // until the garbage collector's next cycle, which an idle process may not
@@ -78,9 +83,38 @@ func (s *Stream) Finish() {
 	}
 	s.finished = true
 	_ = removePages(s.rx.r.data) // this side reads nothing more
-	if idle, err := s.tx.Idle(); err == nil && idle {
-		_ = removePages(s.tx.r.data)
+	if !s.tx.Unpublished() {
+		_ = s.tx.TrimUnread()
 	}
+}
+
+// TrimIdle gives back the data pages of the ring this side writes when it
+// has written nothing since the last call, all but those that hold records
+// the peer has not read yet (Producer.TrimUnread): called at intervals, it
+// leaves a connection that went quiet with its control pages and a page or
+// two, whatever it carried before (a ring that carried bulk held all its
+// pages until the connection closed). The next writes fault their pages
+// in again, one at a time. It reports whether it trimmed. Called by the
+// goroutine that owns the stream (Write's).
+func (s *Stream) TrimIdle() bool {
+	if s.finished {
+		return false
+	}
+	if s.tx.head != s.swept {
+		s.swept, s.trimmed = s.tx.head, false
+		return false
+	}
+	if s.trimmed || s.tx.Unpublished() {
+		return false
+	}
+	if s.tx.TrimUnread() != nil {
+		return false
+	}
+	// Populating ahead counts from the first lap's start; past it, the
+	// pages come back as the writes fault them in.
+	s.tx.ready = uint64(len(s.tx.r.data))
+	s.trimmed = true
+	return true
 }
 
 // Bell is the doorbell's octet. It is not 0, which is what the first

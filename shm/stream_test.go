@@ -424,3 +424,70 @@ func TestStreamFinish(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, n, 2*ControlSize)
 }
+
+// TestStreamTrimIdle: a ring the producer has not written since the last
+// call gives its pages back, all but those of records the consumer has not
+// read yet; one still being written keeps them; what was kept and what is
+// written after a trim arrive intact.
+func TestStreamTrimIdle(t *testing.T) {
+	const data = 256 << 10
+	p := newPair(t, data)
+	afd, bfd := testnet.TCPPair(t)
+	a, err := NewStream(p.maker, true, afd)
+	require.NoError(t, err)
+	b, err := NewStream(p.peer, false, bfd)
+	require.NoError(t, err)
+	resident := func() int {
+		n, err := p.maker.Resident()
+		require.NoError(t, err)
+		return n
+	}
+	buf := make([]byte, 16<<10)
+	send := func(n, seed int) {
+		want := pattern(make([]byte, n), seed)
+		var got []byte
+		for off := 0; off < n || len(got) < n; {
+			if off < n {
+				k, err := a.Write(want[off:])
+				if err != unix.EAGAIN {
+					require.NoError(t, err)
+				}
+				off += k
+			}
+			k, err := b.Read(buf)
+			if err != unix.EAGAIN {
+				require.NoError(t, err)
+			}
+			got = append(got, buf[:k]...)
+		}
+		require.Equal(t, want, got)
+	}
+
+	send(200<<10, 1)
+	require.Greater(t, resident(), 190<<10)
+	assert.False(t, a.TrimIdle(), "written since the last call")
+	assert.True(t, a.TrimIdle(), "idle since the last call, all read")
+	assert.LessOrEqual(t, resident(), 2*ControlSize)
+	assert.False(t, a.TrimIdle(), "trimmed already")
+
+	send(300<<10, 2) // across the ring's end, into pages given back
+	assert.False(t, a.TrimIdle())
+	// 8 KiB written and not read: the pages around them stay, the rest go.
+	unread := pattern(make([]byte, 8<<10), 3)
+	k, err := a.Write(unread)
+	require.NoError(t, err)
+	require.Equal(t, len(unread), k)
+	assert.False(t, a.TrimIdle(), "written since")
+	assert.True(t, a.TrimIdle())
+	assert.LessOrEqual(t, resident(), 2*ControlSize+len(unread)+2*ControlSize, "the unread record's pages only")
+	assert.Greater(t, resident(), 2*ControlSize+len(unread)/2)
+	var got []byte
+	for len(got) < len(unread) {
+		n, err := b.Read(buf)
+		require.NoError(t, err)
+		got = append(got, buf[:n]...)
+	}
+	require.Equal(t, unread, got, "what the trim kept")
+	a.Finish()
+	assert.False(t, a.TrimIdle(), "finished")
+}

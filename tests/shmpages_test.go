@@ -101,3 +101,71 @@ func TestClosedConnectionsGiveBackRings(t *testing.T) {
 		assert.LessOrEqual(t, kb, boundKB, "%s: KiB of ring pages held after %d closed connections", side.name, conns)
 	}
 }
+
+// idleServer echoes one connection's first argv[2] bytes, then, with the connection still
+// open and quiet, prints the rings' memory it holds, sends one byte (the client may close now)
+// and closes at the client's end of stream.
+const idleServer = ringRSS + `import socket, sys
+port, size, bound = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(8)
+print("PORTS %d" % port, flush=True)
+c, _ = s.accept()
+got = 0
+while got < size:
+    b = c.recv(65536)
+    assert b, got
+    c.sendall(b)
+    got += len(b)
+print("ring_kb %d" % ring_kb(bound), flush=True)
+c.sendall(b"m")
+assert c.recv(1) == b""
+c.close()
+`
+
+// idleClient sends argv[2] bytes and reads them back, then, with the connection open and quiet,
+// prints the rings' memory it holds, waits for the server's byte and closes.
+const idleClient = ringRSS + `import socket, sys
+port, size, bound = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+c = socket.create_connection(("127.0.0.1", port))
+c.sendall(b"x" * size)
+got = 0
+while got < size:
+    b = c.recv(65536)
+    assert b, got
+    got += len(b)
+print("ring_kb %d" % ring_kb(bound), flush=True)
+assert c.recv(1) == b"m"
+c.close()
+`
+
+// TestIdleConnectionGivesBackRings: a connection over shared memory that carried 1 MiB each way
+// and then went quiet, still open, gives its rings' pages back in both processes within a few
+// of the engine's half-second ticks: it holds its two control pages, as an idle connection
+// must (at most 64 KiB), where it held both rings (2 MiB) until it closed.
+func TestIdleConnectionGivesBackRings(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	const size, boundKB = 1 << 20, 64
+	port := freePort(t)
+	srv := startC(ctx, t, dir, "server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), "SDP_SHM=1"),
+		python, "-c", idleServer, strconv.Itoa(port), strconv.Itoa(size), strconv.Itoa(boundKB))
+	require.Equal(t, []string{strconv.Itoa(port)}, srv.waitPorts(t))
+	cli := startC(ctx, t, dir, "client", append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), "SDP_SHM=1"),
+		python, "-c", idleClient, strconv.Itoa(port), strconv.Itoa(size), strconv.Itoa(boundKB))
+	require.Zero(t, exitCode(ctx, t, cli), "client: %s", outText(t, cli))
+	require.Zero(t, exitCode(ctx, t, srv), "server: %s", outText(t, srv))
+	for _, side := range []struct {
+		name string
+		p    *cprog
+	}{{"server", srv}, {"client", cli}} {
+		assert.Contains(t, logText(t, dir, side.name), "transport=sdp/shm", "%s: over shared memory", side.name)
+		m := regexp.MustCompile(`ring_kb (\d+)`).FindStringSubmatch(outText(t, side.p))
+		require.NotNil(t, m, "%s: %s", side.name, outText(t, side.p))
+		kb, _ := strconv.Atoi(m[1])
+		assert.LessOrEqual(t, kb, boundKB, "%s: KiB of ring pages held by the quiet connection", side.name)
+	}
+}
