@@ -299,10 +299,18 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
 }
 
 /* registered_alone: the connection's only registration is one set's (no
- * other set, no other descriptor, no child forked since that may hold one). */
+ * other set, no other descriptor, no child forked since that may hold one).
+ * A connection this process's engine took after the fork that gave it the
+ * descriptor, with no fork since (PostgreSQL's backends and inetd-style
+ * servers' children, which a listener forks for each connection it
+ * accepted), counts as its alone too: another process that still holds the
+ * socket can no longer use it (claim_take), so no wait of its needs the
+ * doorbells this process's waits would spare. */
 static int registered_alone(struct fdent *e)
 {
-	return atomic_load(&e->epsets) == 1 && kept_valid(e, e->born_forks);
+	unsigned forks = atomic_load(&n_forks);
+	return atomic_load(&e->epsets) == 1 && !e->dupped && !e->shared &&
+	       (e->born_forks == forks || e->own_forks == forks);
 }
 
 /* look_flags: what a set's look at r may tell the engine. SDP_POLL_QUIET:
