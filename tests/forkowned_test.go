@@ -75,7 +75,7 @@ func TestForkedChildWaitPolls(t *testing.T) {
 	m := regexp.MustCompile(`child (\d+)`).FindStringSubmatch(outText(t, srv))
 	require.NotNil(t, m, "server: %s", outText(t, srv))
 	// The child's statistics line (its log is the parent's file, inherited, or its own).
-	stats := regexp.MustCompile(`(?m)^.*stats pid=`+m[1]+` .*$`).FindString(logText(t, dir, "server"))
+	stats := regexp.MustCompile(`(?m)^.*stats pid=` + m[1] + ` .*$`).FindString(logText(t, dir, "server"))
 	require.Regexp(t, regexp.MustCompile(`shm_conns=1 `), stats, "the child's connection ran over shared memory")
 	polls := regexp.MustCompile(`shm_set_polls=(\d+) `).FindStringSubmatch(stats)
 	require.NotNil(t, polls, "the child's statistics line:\n%s", stats)
