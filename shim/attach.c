@@ -203,7 +203,6 @@ static int attach_locked(int fd, struct fdent *e)
 		return -1;
 	}
 	e->engine_pid = engine_pid; /* this process's: eng.attach needed it loaded */
-	e->own_forks = atomic_load(&n_forks);
 	if ((e->sndbuf || e->rcvbuf) && eng.set_buffers)
 		eng.set_buffers(fd, e->sndbuf, e->rcvbuf);
 	atomic_store(&e->kind, K_SDP);

@@ -299,18 +299,20 @@ static int sdp_ready(int fd, struct fdent *e, short want, int look, int *kwait, 
 }
 
 /* registered_alone: the connection's only registration is one set's (no
- * other set, no other descriptor, no child forked since that may hold one).
- * A connection this process's engine took after the fork that gave it the
- * descriptor, with no fork since (PostgreSQL's backends and inetd-style
- * servers' children, which a listener forks for each connection it
- * accepted), counts as its alone too: another process that still holds the
- * socket can no longer use it (claim_take), so no wait of its needs the
- * doorbells this process's waits would spare. */
+ * other set, no other descriptor, no child forked since that may hold one
+ * and use it). A connection this process's engine has taken counts as its
+ * alone whatever forks came before or after: another process that holds
+ * the socket can no longer use it (a child's engine cannot drive it, and one
+ * that took it first makes this one's use fail, claim_take), so no wait of
+ * theirs needs the doorbells this process's waits would spare. So
+ * PostgreSQL's backends, which their postmaster forks for each connection
+ * it accepted, and redis-server after BGSAVE forks a child, poll and take
+ * back doorbells as a process that never forked. */
 static int registered_alone(struct fdent *e)
 {
-	unsigned forks = atomic_load(&n_forks);
-	return atomic_load(&e->epsets) == 1 && !e->dupped && !e->shared &&
-	       (e->born_forks == forks || e->own_forks == forks);
+	if (atomic_load(&e->epsets) != 1 || e->dupped || e->shared)
+		return 0;
+	return e->born_forks == atomic_load(&n_forks) || e->engine_pid == my_pid();
 }
 
 /* look_flags: what a set's look at r may tell the engine. SDP_POLL_QUIET:

@@ -51,7 +51,6 @@ struct fdent *entry_new(int fd, int kind, int family)
 	e->shared = 0;
 	atomic_store(&e->epsets, 0); /* an old descriptor's registrations are stale (gen) */
 	e->born_forks = atomic_load(&n_forks);
-	e->own_forks = (unsigned)-1;
 	e->at_eof = 0;
 	atomic_store(&e->tmo_ns[0], -1);
 	atomic_store(&e->tmo_ns[1], -1);

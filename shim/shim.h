@@ -159,7 +159,6 @@ struct fdent {
 	_Atomic int nb;          /* O_NONBLOCK as set or seen through it; -1: ask the kernel */
 	_Atomic unsigned nb_forks; /* forks when nb was learnt: after a fork another process shares it */
 	unsigned born_forks;     /* forks when the entry was made: one since means a child shares it */
-	unsigned own_forks;      /* forks when this process's engine took it (attach); -1: not taken here */
 	int at_eof;              /* accepted on the SDP port already closed by the peer: plain, at EOF */
 	int patient;             /* its SDP port is proved P's owner's: no SDP_CONNECT_TIMEOUT */
 	unsigned owner_uid;      /* patient: the uid of P's listener, whom the connection must reach */

@@ -83,3 +83,59 @@ func TestForkedChildWaitPolls(t *testing.T) {
 	t.Logf("the child's epoll waits polled %d times for %d answers", n, pings)
 	require.Positive(t, n, "the child's waits polled its connection before sleeping")
 }
+
+// forkAfterServer accepts one connection and answers its first octet, forks a child that exits at
+// once (as redis-server's BGSAVE child does, which never touches its clients), waits for it, then
+// answers each further octet from an epoll loop until the end of the stream.
+const forkAfterServer = `import os, select, socket, sys
+port = int(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(8)
+print("PORTS %d" % port, flush=True)
+c, _ = s.accept()
+c.sendall(c.recv(1))
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+c.setblocking(False)
+ep = select.epoll()
+ep.register(c.fileno(), select.EPOLLIN)
+done = False
+while not done:
+    for _ in ep.poll(20):
+        b = c.recv(256)
+        if not b:
+            done = True
+            break
+        c.sendall(b)
+c.close()
+`
+
+// TestWaitPollsAfterFork: a connection this process's engine had taken before it forked a child
+// stays its alone (the child cannot drive it): the epoll wait that serves it afterwards polls
+// shared memory, where a fork made every connection older than it ring a doorbell per answer for
+// good (redis-server's clients after its first BGSAVE).
+func TestWaitPollsAfterFork(t *testing.T) {
+	shim, ctx := setup(t)
+	dir := t.TempDir()
+	dumpLogsOnFailure(t, dir)
+	const pings = 2000
+	port := freePort(t)
+	srv := startC(ctx, t, dir, "server", append(sdpEnv(shim, filepath.Join(dir, "server.%p.log")), "SDP_SHM=1"),
+		python, "-c", forkAfterServer, strconv.Itoa(port))
+	require.Equal(t, []string{strconv.Itoa(port)}, srv.waitPorts(t))
+	cli := startC(ctx, t, dir, "client", append(sdpEnv(shim, filepath.Join(dir, "client.%p.log")), "SDP_SHM=1"),
+		python, "-c", pingClient, strconv.Itoa(port), strconv.Itoa(pings))
+	require.Zero(t, exitCode(ctx, t, cli), "client: %s", outText(t, cli))
+	require.Zero(t, exitCode(ctx, t, srv), "server: %s", outText(t, srv))
+	stats := regexp.MustCompile(`(?m)^.*stats pid=\d+ prog=python3 .*shm_conns=1 .*$`).FindString(logText(t, dir, "server"))
+	require.NotEmpty(t, stats, "the server's statistics line:\n%s", logText(t, dir, "server"))
+	polls := regexp.MustCompile(`shm_set_polls=(\d+) `).FindStringSubmatch(stats)
+	require.NotNil(t, polls, "the server's statistics line:\n%s", stats)
+	n, _ := strconv.Atoi(polls[1])
+	t.Logf("the server's epoll waits after the fork polled %d times for %d answers", n, pings)
+	require.Positive(t, n, "the waits after the fork polled the connection before sleeping")
+}
