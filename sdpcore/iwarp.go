@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"libsdp/iwarp"
-	"libsdp/shm"
 )
 
 // SDP over iWARP: connections built over an iwarp QP on the connection's
@@ -222,15 +221,15 @@ func (t *qpTransport) SinkPlaced() uint64     { return t.qp().SinkPlaced() }
 func (t *qpTransport) ReadForSink() bool      { return t.qp().ReadForSink() }
 
 func (t *qpTransport) PeerPrompted() bool {
-	s, ok := t.qp().Stream().(*shm.Stream)
-	return ok && s.Prompted()
+	s := t.shmStream()
+	return s != nil && s.Prompted()
 }
 
 // PromptPeer marks the ring this side writes (samehost.go); while the
 // peer still chooses, the offer marks the stream it takes, before the
 // held messages go into it.
 func (t *qpTransport) PromptPeer() {
-	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+	if s := t.shmStream(); s != nil {
 		s.Prompt()
 	} else if o, ok := t.qp().Offer().(*sameHostOffer); ok {
 		o.prompt()

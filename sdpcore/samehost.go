@@ -259,26 +259,30 @@ func (t *qpTransport) JoinSameHost(name [16]byte, ring int) error {
 	return nil
 }
 
+// shmStream is the QP's stream over shared memory, or nil.
+func (t *qpTransport) shmStream() *shm.Stream {
+	s, _ := t.qp().Stream().(*shm.Stream)
+	return s
+}
+
 // Retire is sameHoster's: the QP reads and writes nothing more, and the
 // stream's pages go back to the kernel.
 func (t *qpTransport) Retire() {
-	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+	if s := t.shmStream(); s != nil {
 		s.Finish()
 	}
 }
 
 func (t *qpTransport) TrimIdle() bool {
-	if s, ok := t.qp().Stream().(*shm.Stream); ok {
-		return s.TrimIdle()
-	}
-	return false
+	s := t.shmStream()
+	return s != nil && s.TrimIdle()
 }
 
 func (t *qpTransport) Watch() (*uint64, uint64) { return t.qp().Watch() }
 func (t *qpTransport) Withdraw() bool           { return t.qp().Withdraw() }
 
 func (t *qpTransport) Bells() (rung, heard uint64) {
-	if s, ok := t.qp().Stream().(*shm.Stream); ok {
+	if s := t.shmStream(); s != nil {
 		return s.BellsRung, s.BellsHeard
 	}
 	return 0, 0

@@ -134,23 +134,6 @@ func (r *Region) Ends(maker bool) (*Producer, *Consumer, error) {
 	return p, c, nil
 }
 
-// Trim gives the data pages of p's ring back to the kernel when p is idle
-// (everything published was consumed): an idle connection then holds only
-// its control pages. It reports whether it trimmed.
-func (r *Region) Trim(p *Producer) (bool, error) {
-	if !r.holds(p.r.data) {
-		return false, errors.New("shm: Trim of a producer of another region")
-	}
-	idle, err := p.Idle()
-	if err != nil || !idle {
-		return false, err
-	}
-	if err := removePages(p.r.data); err != nil {
-		return false, err
-	}
-	return true, nil
-}
-
 // removePages gives a ring's data pages back to the kernel: the memfd's
 // pages are freed, for every process that maps it, and read as zeros
 // until written again.
@@ -159,16 +142,6 @@ func removePages(data []byte) error {
 		return fmt.Errorf("shm: madvise(MADV_REMOVE): %w", err)
 	}
 	return nil
-}
-
-// holds says whether b lies in the region's mapping.
-func (r *Region) holds(b []byte) bool {
-	if len(r.mem) == 0 || len(b) == 0 {
-		return false
-	}
-	start, end := uintptr(unsafe.Pointer(&r.mem[0])), uintptr(unsafe.Pointer(&r.mem[0]))+uintptr(len(r.mem))
-	p := uintptr(unsafe.Pointer(&b[0]))
-	return p >= start && p+uintptr(len(b)) <= end
 }
 
 // Resident is how many bytes of the region are in memory now.

@@ -223,7 +223,8 @@ func (p *Producer) Idle() (bool, error) {
 // writes: the producer, the ring's only writer, writes nothing meanwhile,
 // and the consumer reads only what was published and not consumed, which
 // can only shrink. Pages given back read as zeros and come back as they
-// are written.
+// are written, faulted in one at a time: populating ahead (populate.go)
+// counts from the first lap's start and is over.
 func (p *Producer) TrimUnread() error {
 	if err := p.readTail(); err != nil {
 		return err
@@ -232,6 +233,7 @@ func (p *Producer) TrimUnread() error {
 		return errors.New("shm: TrimUnread with records appended and not published")
 	}
 	size := uint64(len(p.r.data))
+	p.ready = size
 	if p.head == p.tail {
 		return removePages(p.r.data)
 	}

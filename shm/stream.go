@@ -83,9 +83,7 @@ func (s *Stream) Finish() {
 	}
 	s.finished = true
 	_ = removePages(s.rx.r.data) // this side reads nothing more
-	if !s.tx.Unpublished() {
-		_ = s.tx.TrimUnread()
-	}
+	_ = s.tx.TrimUnread()
 }
 
 // TrimIdle gives back the data pages of the ring this side writes when it
@@ -93,8 +91,7 @@ func (s *Stream) Finish() {
 // the peer has not read yet (Producer.TrimUnread): called at intervals, it
 // leaves a connection that went quiet with its control pages and a page or
 // two, whatever it carried before (a ring that carried bulk held all its
-// pages until the connection closed). The next writes fault their pages
-// in again, one at a time. It reports whether it trimmed. Called by the
+// pages until the connection closed). It reports whether it trimmed. Called by the
 // goroutine that owns the stream (Write's).
 func (s *Stream) TrimIdle() bool {
 	if s.finished {
@@ -104,15 +101,9 @@ func (s *Stream) TrimIdle() bool {
 		s.swept, s.trimmed = s.tx.head, false
 		return false
 	}
-	if s.trimmed || s.tx.Unpublished() {
+	if s.trimmed || s.tx.TrimUnread() != nil {
 		return false
 	}
-	if s.tx.TrimUnread() != nil {
-		return false
-	}
-	// Populating ahead counts from the first lap's start; past it, the
-	// pages come back as the writes fault them in.
-	s.tx.ready = uint64(len(s.tx.r.data))
 	s.trimmed = true
 	return true
 }

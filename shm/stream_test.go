@@ -115,7 +115,11 @@ func TestByteStreamCorrupt(t *testing.T) {
 // streams are both ends of a stream over one region, with a TCP pair as
 // the doorbells.
 func streams(t *testing.T, data int) (a, b *Stream, afd, bfd int) {
-	p := newPair(t, data)
+	return streamsOver(t, newPair(t, data))
+}
+
+// streamsOver is streams over p's region, for a test that looks at it.
+func streamsOver(t *testing.T, p *pair) (a, b *Stream, afd, bfd int) {
 	afd, bfd = testnet.TCPPair(t)
 	a, err := NewStream(p.maker, true, afd)
 	require.NoError(t, err)
@@ -354,11 +358,7 @@ func TestStreamConcurrent(t *testing.T) {
 func TestStreamFinish(t *testing.T) {
 	const data = 256 << 10
 	p := newPair(t, data)
-	afd, bfd := testnet.TCPPair(t)
-	a, err := NewStream(p.maker, true, afd)
-	require.NoError(t, err)
-	b, err := NewStream(p.peer, false, bfd)
-	require.NoError(t, err)
+	a, b, _, _ := streamsOver(t, p)
 	write := func(s *Stream, n int, seed int) []byte {
 		want := pattern(make([]byte, n), seed)
 		for off := 0; off < n; {
@@ -394,7 +394,7 @@ func TestStreamFinish(t *testing.T) {
 	b.Finish()
 	assert.LessOrEqual(t, resident(), 2*ControlSize, "b gives back the ring it read")
 
-	_, err = a.Read(buf)
+	_, err := a.Read(buf)
 	assert.ErrorIs(t, err, ErrFinished)
 	_, err = a.Write([]byte("more"))
 	assert.ErrorIs(t, err, ErrFinished)
@@ -408,11 +408,7 @@ func TestStreamFinish(t *testing.T) {
 
 	// A side whose peer has read everything gives back both rings.
 	p2 := newPair(t, data)
-	cfd, dfd := testnet.TCPPair(t)
-	c, err := NewStream(p2.maker, true, cfd)
-	require.NoError(t, err)
-	d, err := NewStream(p2.peer, false, dfd)
-	require.NoError(t, err)
+	c, d, _, _ := streamsOver(t, p2)
 	write(c, 128<<10, 3)
 	for got := 0; got < 128<<10; {
 		n, err := d.Read(buf)
@@ -432,11 +428,7 @@ func TestStreamFinish(t *testing.T) {
 func TestStreamTrimIdle(t *testing.T) {
 	const data = 256 << 10
 	p := newPair(t, data)
-	afd, bfd := testnet.TCPPair(t)
-	a, err := NewStream(p.maker, true, afd)
-	require.NoError(t, err)
-	b, err := NewStream(p.peer, false, bfd)
-	require.NoError(t, err)
+	a, b, _, _ := streamsOver(t, p)
 	resident := func() int {
 		n, err := p.maker.Resident()
 		require.NoError(t, err)
